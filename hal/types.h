@@ -1,0 +1,271 @@
+// hal/types.h: Ferry's own mirror of the verbs enums and structs.
+//
+// Owns: handles, WC status, QP state, opcodes, access flags, attribute masks,
+// async event types, work requests and completions, device/port attributes.
+// What must stay true: nothing here depends on <infiniband/verbs.h>; the
+// ibverbs backend translates (hal/ibverbs/convert.cc, with static_asserts on
+// the values that must match), the simulated RNIC uses these directly.
+// Handles are plain 64-bit ids (never pointers): 0 is "no handle"; a backend
+// never reuses an id within one Verbs instance, so a stale handle is always
+// detectable.
+#ifndef FERRY_HAL_TYPES_H_
+#define FERRY_HAL_TYPES_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace ferry::hal {
+
+// ---------------------------------------------------------------- handles
+template <typename Tag>
+struct Handle {
+  uint64_t id = 0;
+  constexpr bool valid() const { return id != 0; }
+  friend constexpr bool operator==(Handle, Handle) = default;
+  friend constexpr auto operator<=>(Handle, Handle) = default;
+  template <typename H>
+  friend H AbslHashValue(H h, Handle x) {
+    return H::combine(std::move(h), x.id);
+  }
+};
+using ContextHandle = Handle<struct ContextTag>;
+using PdHandle = Handle<struct PdTag>;
+using MrHandle = Handle<struct MrTag>;
+using CqHandle = Handle<struct CqTag>;
+using QpHandle = Handle<struct QpTag>;
+using CompChannelHandle = Handle<struct CompChannelTag>;
+
+// ---------------------------------------------------------------- enums
+enum class QpState : uint8_t { kReset, kInit, kRtr, kRts, kSqd, kSqe, kErr };
+std::string_view QpStateName(QpState s);
+
+enum class Opcode : uint8_t { kRdmaWrite, kRdmaRead, kSend, kRdmaWriteWithImm };
+std::string_view OpcodeName(Opcode op);
+
+// Completion statuses, same order and values as enum ibv_wc_status.
+enum class WcStatus : uint8_t {
+  kSuccess = 0,
+  kLocLenErr,
+  kLocQpOpErr,
+  kLocEecOpErr,
+  kLocProtErr,
+  kWrFlushErr,
+  kMwBindErr,
+  kBadRespErr,
+  kLocAccessErr,
+  kRemInvReqErr,
+  kRemAccessErr,
+  kRemOpErr,
+  kRetryExcErr,
+  kRnrRetryExcErr,
+  kLocRddViolErr,
+  kRemInvRdReqErr,
+  kRemAbortErr,
+  kInvEecnErr,
+  kInvEecStateErr,
+  kFatalErr,
+  kRespTimeoutErr,
+  kGeneralErr,
+};
+std::string_view WcStatusName(WcStatus s);
+
+// Access flags (bit values of enum ibv_access_flags).
+enum AccessFlags : uint32_t {
+  kAccessLocalWrite = 1u << 0,
+  kAccessRemoteWrite = 1u << 1,
+  kAccessRemoteRead = 1u << 2,
+  kAccessRemoteAtomic = 1u << 3,
+};
+
+// QP attribute mask bits (values of enum ibv_qp_attr_mask).
+enum QpAttrMask : uint32_t {
+  kQpState = 1u << 0,
+  kQpCurState = 1u << 1,
+  kQpEnSqdAsyncNotify = 1u << 2,
+  kQpAccessFlags = 1u << 3,
+  kQpPkeyIndex = 1u << 4,
+  kQpPort = 1u << 5,
+  kQpQkey = 1u << 6,
+  kQpAv = 1u << 7,
+  kQpPathMtu = 1u << 8,
+  kQpTimeout = 1u << 9,
+  kQpRetryCnt = 1u << 10,
+  kQpRnrRetry = 1u << 11,
+  kQpRqPsn = 1u << 12,
+  kQpMaxQpRdAtomic = 1u << 13,
+  kQpAltPath = 1u << 14,
+  kQpMinRnrTimer = 1u << 15,
+  kQpSqPsn = 1u << 16,
+  kQpMaxDestRdAtomic = 1u << 17,
+  kQpPathMigState = 1u << 18,
+  kQpCap = 1u << 19,
+  kQpDestQpn = 1u << 20,
+};
+
+enum SendFlags : uint32_t {
+  kSendFence = 1u << 0,
+  kSendSignaled = 1u << 1,
+  kSendSolicited = 1u << 2,
+  kSendInline = 1u << 3,
+};
+
+// Async event types (the subset Ferry reacts to, plus kOther).
+enum class AsyncEventType : uint8_t {
+  kQpFatal,
+  kQpReqErr,
+  kQpAccessErr,
+  kCommEst,
+  kSqDrained,
+  kCqErr,
+  kPortErr,
+  kPortActive,
+  kGidChange,
+  kDeviceFatal,
+  kOther,
+};
+std::string_view AsyncEventTypeName(AsyncEventType t);
+
+// MTU enum as in ibv_mtu: 1=256 ... 5=4096.
+enum class Mtu : uint8_t { k256 = 1, k512 = 2, k1024 = 3, k2048 = 4, k4096 = 5 };
+constexpr uint32_t MtuBytes(Mtu m) { return 128u << static_cast<uint8_t>(m); }
+
+// ---------------------------------------------------------------- structs
+struct Gid {
+  std::array<uint8_t, 16> raw{};
+  friend bool operator==(const Gid&, const Gid&) = default;
+};
+
+struct DeviceInfo {
+  std::string name;   // e.g. "mlx5_0", "rxe0", "sim0"
+  uint64_t guid = 0;  // node GUID (host order)
+};
+
+struct DeviceAttr {
+  uint32_t max_qp = 0;
+  uint32_t max_qp_wr = 0;
+  uint32_t max_sge = 0;
+  uint32_t max_cq = 0;
+  uint32_t max_cqe = 0;
+  uint32_t max_mr = 0;
+  uint32_t max_pd = 0;
+  uint64_t max_mr_size = 0;
+  uint32_t max_qp_rd_atom = 0;
+  uint8_t phys_port_cnt = 0;
+};
+
+enum class PortState : uint8_t { kNop, kDown, kInit, kArmed, kActive, kActiveDefer };
+
+struct PortAttr {
+  PortState state = PortState::kDown;
+  Mtu max_mtu = Mtu::k4096;
+  Mtu active_mtu = Mtu::k1024;
+  uint16_t lid = 0;
+  uint8_t link_layer_ethernet = 1;  // 1 = RoCE (GID addressing), 0 = IB
+  uint32_t gid_tbl_len = 0;
+};
+
+struct MrInfo {
+  MrHandle mr;
+  uint32_t lkey = 0;
+  uint32_t rkey = 0;
+};
+
+struct CqInfo {
+  CqHandle cq;
+  uint32_t cqe = 0;  // actual capacity (may exceed what was asked)
+};
+
+struct QpCap {
+  uint32_t max_send_wr = 0;
+  uint32_t max_recv_wr = 0;
+  uint32_t max_send_sge = 1;
+  uint32_t max_recv_sge = 1;
+  uint32_t max_inline_data = 0;
+};
+
+struct QpInitAttr {  // RC only in v1
+  CqHandle send_cq;
+  CqHandle recv_cq;
+  QpCap cap;
+  bool sq_sig_all = false;
+};
+
+struct QpInfo {
+  QpHandle qp;
+  uint32_t qp_num = 0;
+  QpCap cap;  // actual capacities
+};
+
+struct AddressVector {
+  Gid dgid;
+  uint16_t dlid = 0;
+  uint8_t sgid_index = 0;
+  uint8_t hop_limit = 64;
+  uint8_t port_num = 1;
+  bool is_global = true;
+};
+
+struct QpAttr {
+  QpState qp_state = QpState::kReset;
+  QpState cur_qp_state = QpState::kReset;
+  Mtu path_mtu = Mtu::k1024;
+  uint32_t qkey = 0;
+  uint32_t rq_psn = 0;  // 24 bit
+  uint32_t sq_psn = 0;  // 24 bit
+  uint32_t dest_qp_num = 0;
+  uint32_t qp_access_flags = 0;
+  QpCap cap;
+  AddressVector ah_attr;
+  uint16_t pkey_index = 0;
+  uint8_t max_rd_atomic = 1;
+  uint8_t max_dest_rd_atomic = 1;
+  uint8_t min_rnr_timer = 12;
+  uint8_t port_num = 1;
+  uint8_t timeout = 14;  // 4.096 us * 2^timeout; 0 = wait forever
+  uint8_t retry_cnt = 7;
+  uint8_t rnr_retry = 7;
+};
+
+struct Sge {
+  uint64_t addr = 0;
+  uint32_t length = 0;
+  uint32_t lkey = 0;
+};
+
+inline constexpr size_t kMaxSgeInline = 4;
+
+struct SendWr {
+  uint64_t wr_id = 0;
+  Opcode opcode = Opcode::kRdmaWrite;
+  uint32_t send_flags = kSendSignaled;
+  uint32_t num_sge = 0;
+  std::array<Sge, kMaxSgeInline> sg_list{};
+  uint64_t remote_addr = 0;
+  uint32_t rkey = 0;
+  uint32_t imm_data = 0;
+};
+
+struct WorkCompletion {
+  uint64_t wr_id = 0;
+  WcStatus status = WcStatus::kSuccess;
+  Opcode opcode = Opcode::kRdmaWrite;  // garbage unless status == kSuccess
+  uint32_t vendor_err = 0;
+  uint32_t byte_len = 0;  // garbage unless status == kSuccess
+  uint32_t qp_num = 0;
+};
+
+struct AsyncEvent {
+  AsyncEventType type = AsyncEventType::kOther;
+  ContextHandle context;
+  QpHandle qp;  // set for QP events
+  CqHandle cq;  // set for CQ events
+  uint8_t port_num = 0;  // set for port events
+  int raw_type = 0;      // the backend's own event number, for logs
+};
+
+}  // namespace ferry::hal
+
+#endif  // FERRY_HAL_TYPES_H_
