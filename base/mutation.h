@@ -1,0 +1,82 @@
+// base/mutation.h: test-only mutation switches.
+//
+// Each contract (C1-C9) and each simulator rule has a switch that breaks it on
+// purpose, so a test can prove that the assertions guarding it can fail.
+// What must stay true: a switch can only be turned on in a build compiled with
+// FERRY_MUTATIONS=1 (the *_mut libraries that test binaries link); libferry
+// and the production tools are built without it, where Enable() does not exist
+// and on() is a constant false the compiler folds away. A binary links either
+// mutation-enabled libraries or plain ones, never both.
+#ifndef FERRY_BASE_MUTATION_H_
+#define FERRY_BASE_MUTATION_H_
+
+#include <cstdint>
+#include <string_view>
+
+namespace ferry::base {
+
+// One entry per switch. Append only; names are printed in test output.
+enum class Mutation : uint32_t {
+  kUnseededDraw = 0,        // sim: PRNG mixes in an unseeded source
+  kSimPerQpOrderOff,        // sim: completions of one QP may reorder
+  kSimNoFlushAfterError,    // sim: outstanding WRs are not flushed after an error
+  kSimScrubUnderRxe,        // sim: rxe profile scrubs CQEs on destroy
+  kSimOverrunUndetected,    // sim: a CQE into a full CQ silently overwrites
+  kSimDestroyFailSilently,  // sim: an injected destroy failure reports OK
+  kEngineC1EarlyPublish,    // engine: publish before evidence
+  kEngineC2TimeoutSpills,   // engine: a timeout withdraws other tasks' slices
+  kEngineC3NoStaleCheck,    // engine: sweep retires without checking the WR
+  kEngineC4DoubleRelease,   // engine: quota released twice on teardown
+  kEngineC5NonOwnerCall,    // engine: a lifecycle step runs off the owner
+  kEngineC6AcceptStale,     // engine: a stale REQ retires a READY endpoint
+  kEngineC7LeakOnRollback,  // engine: bring-up rollback skips one handle
+  kEngineC8SkipValidation,  // engine: submit enqueues before validating all
+  kEngineC9LeakAtShutdown,  // engine: shutdown forgets one object
+  kCount,
+};
+
+std::string_view MutationName(Mutation m);
+
+class Mutations {
+ public:
+#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
+  static constexpr bool kCompiledIn = true;
+  void Enable(Mutation m) { bits_ |= Bit(m); }
+  bool on(Mutation m) const { return (bits_ & Bit(m)) != 0; }
+#else
+  static constexpr bool kCompiledIn = false;
+  constexpr bool on(Mutation) const { return false; }
+#endif
+  uint64_t bits() const { return bits_; }
+
+ private:
+  static constexpr uint64_t Bit(Mutation m) { return uint64_t{1} << static_cast<uint32_t>(m); }
+  uint64_t bits_ = 0;
+};
+static_assert(static_cast<uint32_t>(Mutation::kCount) <= 64);
+
+inline std::string_view MutationName(Mutation m) {
+  switch (m) {
+    case Mutation::kUnseededDraw: return "unseeded_draw";
+    case Mutation::kSimPerQpOrderOff: return "sim_per_qp_order_off";
+    case Mutation::kSimNoFlushAfterError: return "sim_no_flush_after_error";
+    case Mutation::kSimScrubUnderRxe: return "sim_scrub_under_rxe";
+    case Mutation::kSimOverrunUndetected: return "sim_overrun_undetected";
+    case Mutation::kSimDestroyFailSilently: return "sim_destroy_fail_silently";
+    case Mutation::kEngineC1EarlyPublish: return "engine_c1_early_publish";
+    case Mutation::kEngineC2TimeoutSpills: return "engine_c2_timeout_spills";
+    case Mutation::kEngineC3NoStaleCheck: return "engine_c3_no_stale_check";
+    case Mutation::kEngineC4DoubleRelease: return "engine_c4_double_release";
+    case Mutation::kEngineC5NonOwnerCall: return "engine_c5_non_owner_call";
+    case Mutation::kEngineC6AcceptStale: return "engine_c6_accept_stale";
+    case Mutation::kEngineC7LeakOnRollback: return "engine_c7_leak_on_rollback";
+    case Mutation::kEngineC8SkipValidation: return "engine_c8_skip_validation";
+    case Mutation::kEngineC9LeakAtShutdown: return "engine_c9_leak_at_shutdown";
+    case Mutation::kCount: break;
+  }
+  return "?";
+}
+
+}  // namespace ferry::base
+
+#endif  // FERRY_BASE_MUTATION_H_
