@@ -338,6 +338,12 @@ absl::StatusOr<std::optional<hal::Message>> SimNetwork::PollAt(std::string_view 
   return std::optional<hal::Message>(std::move(m));
 }
 
+size_t SimNetwork::PollableAt(std::string_view address, uint64_t incarnation) const {
+  if (!CheckLive(address, incarnation).ok()) return 0;
+  const Endpoint& ep = endpoints_.find(address)->second;
+  return ep.paused ? 0 : ep.inbound.size();
+}
+
 void SimNetwork::Unbind(std::string_view address, uint64_t incarnation) {
   auto it = endpoints_.find(address);
   FERRY_CHECK(it != endpoints_.end());
@@ -539,6 +545,8 @@ SimControlNet::~SimControlNet() { net_->Unbind(address_, incarnation_); }
 absl::Status SimControlNet::Send(std::string_view peer, absl::Span<const uint8_t> bytes) {
   return net_->SendFrom(address_, incarnation_, peer, bytes);
 }
+
+size_t SimControlNet::pollable() const { return net_->PollableAt(address_, incarnation_); }
 
 absl::StatusOr<std::optional<hal::Message>> SimControlNet::Poll(uint64_t /*timeout_ns*/) {
   return net_->PollAt(address_, incarnation_);

@@ -219,6 +219,7 @@ class SimNetwork final : public Actor {
                                                      uint64_t incarnation);
   void Unbind(std::string_view address, uint64_t incarnation);
   absl::Status CheckLive(std::string_view address, uint64_t incarnation) const;
+  size_t PollableAt(std::string_view address, uint64_t incarnation) const;
 
   bool Cut(std::string_view from, std::string_view to) const;
   void Drop(NetDrop reason, std::string_view from, std::string_view to, uint64_t msg_seq);
@@ -270,6 +271,9 @@ class SimControlNet final : public hal::ControlNet {
   absl::StatusOr<std::optional<hal::Message>> Poll(uint64_t timeout_ns) override;
 
   uint64_t incarnation() const { return incarnation_; }
+  // How many messages Poll would return now without more deliveries (0
+  // while paused or after Restart): lets an actor report Runnable().
+  size_t pollable() const;
 
  private:
   friend class SimNetwork;

@@ -17,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sim/prng.h"
+#include "sim/scheduler.h"
 #include "sim/trace.h"
 #include "sim/virtual_clock.h"
 
@@ -549,6 +550,122 @@ TEST(SimNetworkTest, SameSeedSameDeliveryOrderAndTraceHash) {
   EXPECT_TRUE(first == second) << first.counters << "\n" << second.counters;
   EXPECT_NE(first.trace_hash, other.trace_hash);
   EXPECT_NE(first.order, other.order);
+}
+
+// ------------------------------------------------------------------ scheduler
+
+// A client that pings until it has kPongs answers, resending on a virtual
+// timeout; it waits on its deadline through NextWakeNs.
+class PingClient final : public Actor {
+ public:
+  static constexpr uint32_t kPongs = 200;
+  static constexpr uint64_t kResendNs = 200'000;
+  PingClient(SimControlNet* ep, VirtualClock* clock) : ep_(ep), clock_(clock) {}
+  std::string_view name() const override { return "client"; }
+  bool Runnable() override {
+    return ep_->pollable() > 0 || (next_ < kPongs && (!waiting_ || Due()));
+  }
+  uint64_t Step() override {
+    auto m = ep_->Poll(0);
+    EXPECT_TRUE(m.ok());
+    if (m.ok() && m->has_value()) {
+      if (waiting_ && PayloadId((*m)->bytes) == next_) {
+        ++next_;
+        waiting_ = false;
+      }
+      return 100;
+    }
+    if (next_ < kPongs && (!waiting_ || Due())) {
+      if (waiting_) ++resends_;
+      EXPECT_TRUE(ep_->Send(kB, Payload(next_)).ok());
+      waiting_ = true;
+      deadline_ns_ = clock_->NowNs() + kResendNs;
+    }
+    return 100;
+  }
+  std::optional<uint64_t> NextWakeNs() override {
+    if (next_ < kPongs && waiting_) return deadline_ns_;
+    return std::nullopt;
+  }
+  bool HasWork() override { return next_ < kPongs; }
+  uint32_t pongs() const { return next_; }
+  uint32_t resends() const { return resends_; }
+
+ private:
+  bool Due() const { return clock_->NowNs() >= deadline_ns_; }
+  SimControlNet* ep_;
+  VirtualClock* clock_;
+  uint32_t next_ = 0;
+  uint32_t resends_ = 0;
+  bool waiting_ = false;
+  uint64_t deadline_ns_ = 0;
+};
+
+// Echoes every message back to its sender.
+class EchoServer final : public Actor {
+ public:
+  explicit EchoServer(SimControlNet* ep) : ep_(ep) {}
+  std::string_view name() const override { return "server"; }
+  bool Runnable() override { return ep_->pollable() > 0; }
+  uint64_t Step() override {
+    auto m = ep_->Poll(0);
+    EXPECT_TRUE(m.ok() && m->has_value());
+    if (m.ok() && m->has_value()) {
+      EXPECT_TRUE(ep_->Send((*m)->from, (*m)->bytes).ok());
+    }
+    return 100;
+  }
+
+ private:
+  SimControlNet* ep_;
+};
+
+struct PingResult {
+  RunOutcome outcome = RunOutcome::kDeadlock;
+  uint32_t pongs = 0;
+  uint32_t resends = 0;
+  uint64_t end_time_ns = 0;
+  uint64_t trace_hash = 0;
+};
+
+PingResult RunPingPong(uint64_t seed) {
+  Prng root(seed);
+  VirtualClock clock;
+  Trace trace(0);
+  NetPlan plan;
+  plan.delay_ns_min = 5'000;
+  plan.delay_ns_max = 50'000;
+  plan.loss = Ratio{1, 5};
+  plan.duplicate = Ratio{1, 10};
+  plan.reorder = Ratio{1, 10};
+  plan.reorder_jitter_ns_max = 100'000;
+  SimNetwork net(root.Fork(), &clock, &trace, plan);
+  auto a = std::move(net.Bind(kA)).value();
+  auto b = std::move(net.Bind(kB)).value();
+  PingClient client(a.get(), &clock);
+  EchoServer server(b.get());
+  Scheduler sched(root.Fork(), &clock, &trace);
+  sched.AddActor(&client);
+  sched.AddActor(&server);
+  sched.AddActor(&net);
+  sched.MakePlan();
+  RunResult r = sched.Run([&] { return client.pongs() == PingClient::kPongs; }, 1'000'000,
+                          uint64_t{10} * 1'000'000'000);
+  net.CheckInvariants();
+  return PingResult{r.outcome, client.pongs(), client.resends(), r.end_time_ns, trace.hash()};
+}
+
+TEST(SimNetworkTest, SchedulerDrivesDeliveryAndTimeoutsInVirtualTime) {
+  const PingResult r = RunPingPong(5);
+  EXPECT_EQ(r.outcome, RunOutcome::kDone);
+  EXPECT_EQ(r.pongs, PingClient::kPongs);
+  EXPECT_GT(r.resends, 20u);  // about 36% of round trips lose a message
+  // Every round trip takes at least two minimum delays of virtual time.
+  EXPECT_GE(r.end_time_ns, uint64_t{PingClient::kPongs} * 2 * 5'000);
+  const PingResult again = RunPingPong(5);
+  EXPECT_EQ(again.trace_hash, r.trace_hash);
+  EXPECT_EQ(again.end_time_ns, r.end_time_ns);
+  EXPECT_NE(RunPingPong(6).trace_hash, r.trace_hash);
 }
 
 }  // namespace
