@@ -1,0 +1,179 @@
+// sim/rnic/fault_plan.cc: fault kinds, swarm plans and the script parser.
+// What must stay true: the draw order is fixed (one enable draw and one rate
+// draw per seeded kind, in enum order) so plans replay from the seed.
+#include "sim/rnic/fault_plan.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "base/check.h"
+
+namespace ferry::sim {
+
+namespace {
+// Debian's Abseil has its own string_view: convert std::string_view for StrCat.
+inline absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+}  // namespace
+namespace {
+
+constexpr std::array<const char*, kFaultKinds> kNames = {
+    "wr_flush",         "late_cqe",     "hung_qp",        "destroy_qp_fail", "modify_qp_fail",
+    "post_send_enomem", "cq_overrun",   "packet_loss",    "link_down",       "port_flap",
+    "resource_fail",    "peer_restart", "paused_peer",    "ctrl_delay",      "ctrl_loss",
+    "ctrl_dup",         "ctrl_reorder", "ctrl_partition", "link_up",         "device_fatal",
+    "gid_change",
+};
+
+// Per-kind menu of rates (denominators); the numerator is always 1.
+constexpr std::array<std::array<uint64_t, 3>, kSeededFaultKinds> kMenus = {{
+    {100, 1000, 10000},     // wr_flush
+    {10, 100, 1000},        // late_cqe
+    {20, 100, 1000},        // hung_qp
+    {3, 10, 100},           // destroy_qp_fail
+    {10, 100, 1000},        // modify_qp_fail
+    {10, 100, 1000},        // post_send_enomem
+    {1000, 10000, 100000},  // cq_overrun
+    {100, 1000, 10000},     // packet_loss
+    {50, 200, 1000},        // link_down
+    {50, 200, 1000},        // port_flap
+    {20, 100, 1000},        // resource_fail
+    {100, 1000, 10000},     // peer_restart
+    {20, 100, 1000},        // paused_peer
+    {3, 10, 100},           // ctrl_delay
+    {10, 100, 1000},        // ctrl_loss
+    {10, 100, 1000},        // ctrl_dup
+    {3, 10, 100},           // ctrl_reorder
+    {100, 1000, 10000},     // ctrl_partition
+}};
+
+}  // namespace
+
+std::string_view FaultKindName(FaultKind k) {
+  const auto i = static_cast<size_t>(k);
+  return i < kFaultKinds ? kNames[i] : "?";
+}
+
+absl::StatusOr<FaultKind> ParseFaultKind(std::string_view name) {
+  for (size_t i = 0; i < kFaultKinds; ++i) {
+    if (kNames[i] == name) return static_cast<FaultKind>(i);
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown fault kind '", AV(name), "'"));
+}
+
+bool FaultPlan::AnyEnabled() const {
+  return std::any_of(rate.begin(), rate.end(), [](Ratio r) { return r.num != 0; });
+}
+
+FaultPlan FaultPlan::Draw(Prng& prng) {
+  FaultPlan plan;
+  for (size_t i = 0; i < kSeededFaultKinds; ++i) {
+    const bool enabled = prng.Below(2) == 1;
+    const uint64_t pick = prng.Below(kMenus[i].size());
+    if (enabled) plan.rate[i] = Ratio{1, kMenus[i][pick]};
+  }
+  return plan;
+}
+
+std::string FaultPlan::ToString() const {
+  std::string out = "fault plan:\n";
+  for (size_t i = 0; i < kSeededFaultKinds; ++i) {
+    if (rate[i].num == 0) {
+      absl::StrAppend(&out, "  ", kNames[i], " off\n");
+    } else {
+      absl::StrAppend(&out, "  ", kNames[i], " ", rate[i].num, "/", rate[i].den, "\n");
+    }
+  }
+  return out;
+}
+
+std::string FaultTarget::ToString() const {
+  switch (kind) {
+    case TargetKind::kQp:
+      return absl::StrFormat("qp:h%u/%s/%u", host, device, number);
+    case TargetKind::kCq:
+      return absl::StrFormat("cq:h%u/%s/%u", host, device, number);
+    case TargetKind::kDevice:
+      return absl::StrFormat("dev:h%u/%s", host, device);
+    case TargetKind::kHost:
+      return absl::StrFormat("host:h%u", host);
+  }
+  return "?";
+}
+
+std::string ScriptedFault::ToString() const {
+  return absl::StrCat("at ", at_ns, " ", AV(FaultKindName(kind)), " ", target.ToString());
+}
+
+namespace {
+
+absl::StatusOr<FaultTarget> ParseTarget(absl::string_view text) {
+  FaultTarget t;
+  absl::string_view rest = text;
+  if (absl::ConsumePrefix(&rest, "qp:")) {
+    t.kind = TargetKind::kQp;
+  } else if (absl::ConsumePrefix(&rest, "cq:")) {
+    t.kind = TargetKind::kCq;
+  } else if (absl::ConsumePrefix(&rest, "dev:")) {
+    t.kind = TargetKind::kDevice;
+  } else if (absl::ConsumePrefix(&rest, "host:")) {
+    t.kind = TargetKind::kHost;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("target '", text, "': expected qp:, cq:, dev: or host:"));
+  }
+  std::vector<absl::string_view> parts = absl::StrSplit(rest, '/');
+  const size_t want = t.kind == TargetKind::kHost ? 1 : (t.kind == TargetKind::kDevice ? 2 : 3);
+  if (parts.size() != want || !absl::ConsumePrefix(&parts[0], "h") ||
+      !absl::SimpleAtoi(parts[0], &t.host)) {
+    return absl::InvalidArgumentError(absl::StrCat("target '", text, "': malformed"));
+  }
+  if (want >= 2) {
+    if (parts[1].empty())
+      return absl::InvalidArgumentError(absl::StrCat("target '", text, "': empty device"));
+    t.device = std::string(parts[1]);
+  }
+  if (want == 3 && !absl::SimpleAtoi(parts[2], &t.number)) {
+    return absl::InvalidArgumentError(absl::StrCat("target '", text, "': bad number"));
+  }
+  return t;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<ScriptedFault>> ParseFaultScript(std::string_view text_in) {
+  const absl::string_view text = AV(text_in);
+  std::vector<ScriptedFault> out;
+  size_t line_no = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_no;
+    const size_t hash = line.find('#');
+    if (hash != absl::string_view::npos) line = line.substr(0, hash);
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty()) continue;
+    std::vector<absl::string_view> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    auto error = [&](absl::string_view why) {
+      return absl::InvalidArgumentError(absl::StrCat("fault script line ", line_no, ": ", why));
+    };
+    if (words.size() != 4 || words[0] != "at") return error("expected 'at <ns> <kind> <target>'");
+    ScriptedFault f;
+    if (!absl::SimpleAtoi(words[1], &f.at_ns)) return error("bad time");
+    auto kind = ParseFaultKind(std::string_view(words[2].data(), words[2].size()));
+    if (!kind.ok()) return error(kind.status().message());
+    f.kind = *kind;
+    auto target = ParseTarget(words[3]);
+    if (!target.ok()) return error(target.status().message());
+    f.target = *std::move(target);
+    out.push_back(std::move(f));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const ScriptedFault& a, const ScriptedFault& b) {
+    return a.at_ns < b.at_ns;
+  });
+  return out;
+}
+
+}  // namespace ferry::sim

@@ -1,0 +1,101 @@
+// sim/rnic/fault_plan.h: the fault kinds the simulated world can inject, a
+// seeded swarm plan of rates, and the scripted form ("at T do X to Y").
+//
+// Thread safety: plain values; no shared state.
+// What must stay true:
+// - A plan is a pure function of the Prng it is drawn from (DESIGN.md
+//   section 7): same seed, same plan, on every build.
+// - Rates are integer ratios (sim::Ratio), never floating point.
+// - ToString() prints every kind (enabled or not), so a run's printed plan is
+//   the whole plan; ParseFaultScript() rejects malformed text with the line.
+#ifndef FERRY_SIM_RNIC_FAULT_PLAN_H_
+#define FERRY_SIM_RNIC_FAULT_PLAN_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sim/prng.h"
+
+namespace ferry::sim {
+
+enum class FaultKind : uint8_t {
+  kWrFlush = 0,
+  kLateCqe,
+  kHungQp,
+  kDestroyQpFail,
+  kModifyQpFail,
+  kPostSendEnomem,
+  kCqOverrun,
+  kPacketLoss,
+  kLinkDown,
+  kPortFlap,
+  kResourceFail,
+  kPeerRestart,
+  kPausedPeer,
+  kCtrlDelay,
+  kCtrlLoss,
+  kCtrlDup,
+  kCtrlReorder,
+  kCtrlPartition,
+  // Scripted only (no seeded rate): events with no natural opportunity.
+  kLinkUp,
+  kDeviceFatal,
+  kGidChange,
+  kCount,
+};
+inline constexpr size_t kSeededFaultKinds = static_cast<size_t>(FaultKind::kLinkUp);
+inline constexpr size_t kFaultKinds = static_cast<size_t>(FaultKind::kCount);
+
+std::string_view FaultKindName(FaultKind k);
+absl::StatusOr<FaultKind> ParseFaultKind(std::string_view name);
+
+// Rates per seeded kind; a kind with num == 0 is disabled.
+struct FaultPlan {
+  std::array<Ratio, kSeededFaultKinds> rate{};
+
+  Ratio Rate(FaultKind k) const {
+    return static_cast<size_t>(k) < kSeededFaultKinds ? rate[static_cast<size_t>(k)] : kNever;
+  }
+  bool Enabled(FaultKind k) const { return Rate(k).num != 0; }
+  void Set(FaultKind k, Ratio r) { rate[static_cast<size_t>(k)] = r; }
+  bool AnyEnabled() const;
+
+  // Swarm draw: each kind enabled with probability 1/2, its rate from a
+  // per-kind menu. Consumes a fixed number of draws per kind.
+  static FaultPlan Draw(Prng& prng);
+  // No faults at all.
+  static FaultPlan None() { return FaultPlan{}; }
+  // "fault plan:\n  wr_flush 1/1000\n  late_cqe off\n..."
+  std::string ToString() const;
+};
+
+// What a scripted fault acts on.
+enum class TargetKind : uint8_t { kQp, kCq, kDevice, kHost };
+
+struct FaultTarget {
+  TargetKind kind = TargetKind::kDevice;
+  uint32_t host = 0;
+  std::string device;   // e.g. "sim0" (empty for kHost)
+  uint32_t number = 0;  // QP number, or 1-based CQ ordinal on the device
+  std::string ToString() const;
+};
+
+struct ScriptedFault {
+  uint64_t at_ns = 0;
+  FaultKind kind = FaultKind::kWrFlush;
+  FaultTarget target;
+  std::string ToString() const;  // the line ParseFaultScript reads back
+};
+
+// Parses lines "at <ns> <kind> <target>"; '#' starts a comment; blank lines
+// are skipped. Targets: qp:h<H>/<dev>/<qpn>, cq:h<H>/<dev>/<n>, dev:h<H>/<dev>,
+// host:h<H>. The result is sorted by time (stable).
+absl::StatusOr<std::vector<ScriptedFault>> ParseFaultScript(std::string_view text);
+
+}  // namespace ferry::sim
+
+#endif  // FERRY_SIM_RNIC_FAULT_PLAN_H_
