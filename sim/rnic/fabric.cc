@@ -1,0 +1,1085 @@
+// sim/rnic/fabric.cc: the simulated RNIC: object tables, the verbs control
+// path (open/close, PD, MR, CQ, QP create/modify/destroy), handle checks and
+// violations, async events, ground-truth queries. The data path (post,
+// packets, retry, completions, faults) is in fabric_datapath.cc.
+//
+// What must stay true: a failed call changes nothing; every object created is
+// counted in live_/created_ and uncounted exactly once when destroyed (by its
+// own destroy call, or by closing its context).
+#include "sim/rnic/fabric.h"
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/check.h"
+#include "base/status_macros.h"
+#include "hal/errno_status.h"
+
+namespace ferry::sim {
+
+namespace {
+// Debian's Abseil has its own string_view: convert std::string_view for StrCat.
+inline absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+}  // namespace
+
+using hal::AsyncEventType;
+using hal::QpState;
+
+std::string_view RnicProfileName(RnicProfile p) { return p == RnicProfile::kMlx5 ? "mlx5" : "rxe"; }
+
+hal::DeviceAttr ProfileLimits(RnicProfile p) {
+  hal::DeviceAttr a;
+  if (p == RnicProfile::kMlx5) {
+    a.max_qp = 262144;
+    a.max_qp_wr = 32768;
+    a.max_sge = 30;
+    a.max_cq = 16777216;
+    a.max_cqe = 4194303;
+    a.max_mr = 16777216;
+    a.max_pd = 16777216;
+    a.max_mr_size = ~uint64_t{0};
+    a.max_qp_rd_atom = 16;
+  } else {
+    a.max_qp = 65536;
+    a.max_qp_wr = 16384;
+    a.max_sge = 32;
+    a.max_cq = 16384;
+    a.max_cqe = 32767;
+    a.max_mr = 262144;
+    a.max_pd = 65536;
+    a.max_mr_size = ~uint64_t{0};
+    a.max_qp_rd_atom = 128;
+  }
+  a.phys_port_cnt = 1;
+  return a;
+}
+
+std::string_view ViolationKindName(ViolationKind k) {
+  switch (k) {
+    case ViolationKind::kWrongActor:
+      return "wrong_actor";
+    case ViolationKind::kForeignHandle:
+      return "foreign_handle";
+    case ViolationKind::kDestroyedHandle:
+      return "destroyed_handle";
+    case ViolationKind::kUnackedEventsAtDestroy:
+      return "unacked_events_at_destroy";
+    case ViolationKind::kBadAck:
+      return "bad_ack";
+    case ViolationKind::kLocalAfterRelease:
+      return "local_after_release";
+    case ViolationKind::kRemoteAfterFence:
+      return "remote_after_fence";
+  }
+  return "?";
+}
+
+std::string_view ObjectKindName(ObjectKind k) {
+  switch (k) {
+    case ObjectKind::kContext:
+      return "context";
+    case ObjectKind::kPd:
+      return "pd";
+    case ObjectKind::kMr:
+      return "mr";
+    case ObjectKind::kCompChannel:
+      return "comp_channel";
+    case ObjectKind::kCq:
+      return "cq";
+    case ObjectKind::kQp:
+      return "qp";
+    case ObjectKind::kCount:
+      break;
+  }
+  return "?";
+}
+
+namespace {
+
+absl::Status Errno(std::string_view call, int err) { return hal::ErrnoToStatus(call, err); }
+
+size_t K(ObjectKind k) { return static_cast<size_t>(k); }
+
+}  // namespace
+
+Fabric::Fabric(FabricConfig config, Prng prng, VirtualClock* clock, Trace* trace)
+    : config_(std::move(config)),
+      limits_(config_.limits.value_or(ProfileLimits(config_.profile))),
+      prng_(prng),
+      clock_(clock),
+      trace_(trace) {
+  FERRY_CHECK(clock_ != nullptr);
+  FERRY_CHECK_GE(config_.hosts, 1u);
+  FERRY_CHECK_GE(config_.devices_per_host, 1u);
+  FERRY_CHECK_LE(config_.hosts * config_.devices_per_host, 4096u);
+  FERRY_CHECK_GE(config_.link_gbps, 1u);
+  hosts_.resize(config_.hosts);
+  for (uint32_t h = 0; h < config_.hosts; ++h) {
+    for (uint32_t d = 0; d < config_.devices_per_host; ++d) {
+      Device dev;
+      dev.host = h;
+      dev.name = absl::StrCat("sim", d);
+      // RoCEv2 IPv4-mapped GID ::ffff:10.<h>.<d>.1
+      dev.gid.raw[10] = 0xff;
+      dev.gid.raw[11] = 0xff;
+      dev.gid.raw[12] = 10;
+      dev.gid.raw[13] = static_cast<uint8_t>(h);
+      dev.gid.raw[14] = static_cast<uint8_t>(d);
+      dev.gid.raw[15] = 1;
+      dev.guid = (uint64_t{0x5e} << 56) | (uint64_t{h} << 16) | d;
+      devices_.push_back(std::move(dev));
+    }
+  }
+  for (size_t i = 0; i < config_.script.size(); ++i) {
+    Push(EvType::kScript, config_.script[i].at_ns, static_cast<uint32_t>(i), 0, 0, 0);
+  }
+  if (config_.plan.Enabled(FaultKind::kLinkDown) || config_.plan.Enabled(FaultKind::kPortFlap)) {
+    FERRY_CHECK_GT(config_.fault_tick_ns, 0u);
+    Push(EvType::kFaultTick, clock_->NowNs() + config_.fault_tick_ns, 0, 0, 0, 0);
+  }
+}
+
+Fabric::~Fabric() = default;
+
+std::string Fabric::Describe() const {
+  std::string out = absl::StrFormat(
+      "rnic profile=%s hosts=%u devices_per_host=%u mtu=%u latency_ns=%u jitter_ns=%u "
+      "cqe_jitter_ns=%u\n",
+      RnicProfileName(config_.profile), config_.hosts, config_.devices_per_host,
+      hal::MtuBytes(config_.active_mtu), config_.link_latency_ns, config_.link_jitter_ns,
+      config_.cqe_jitter_ns);
+  absl::StrAppend(&out, config_.plan.ToString());
+  if (!config_.script.empty()) {
+    absl::StrAppend(&out, "fault script:\n");
+    for (const auto& f : config_.script) absl::StrAppend(&out, "  ", f.ToString(), "\n");
+  }
+  return out;
+}
+
+// ------------------------------------------------------------------ callers
+
+absl::Status Fabric::Violate(ViolationKind k, std::string message) {
+  if (trace_ != nullptr) trace_->Event("violation", static_cast<uint64_t>(k), current_actor_);
+  violations_.push_back(Violation{k, clock_->NowNs(), current_actor_, message});
+  return absl::FailedPreconditionError(
+      absl::StrCat("sim rnic violation ", AV(ViolationKindName(k)), ": ", message));
+}
+
+bool Fabric::HasViolation(ViolationKind k) const {
+  return std::any_of(violations_.begin(), violations_.end(),
+                     [k](const Violation& v) { return v.kind == k; });
+}
+
+void Fabric::NoteCall() {
+  if (current_actor_ >= calls_by_actor_.size()) {
+    FERRY_CHECK_LT(current_actor_, 1u << 20);
+    calls_by_actor_.resize(current_actor_ + 1);
+  }
+  ++calls_by_actor_[current_actor_];
+}
+
+uint64_t Fabric::CallsBy(uint32_t actor) const {
+  return actor < calls_by_actor_.size() ? calls_by_actor_[actor] : 0;
+}
+
+uint32_t Fabric::LastCallerOf(hal::QpHandle qp) const {
+  if (qp.id == 0 || qp.id > qps_.size()) return 0;
+  return qps_[qp.id - 1]->last_caller;
+}
+
+absl::Status Fabric::BindOwner(hal::QpHandle qp, uint32_t actor) {
+  if (qp.id == 0 || qp.id > qps_.size() || !qps_[qp.id - 1]->alive) {
+    return absl::NotFoundError("BindOwner: no live QP with that handle");
+  }
+  qps_[qp.id - 1]->owner = actor;
+  return absl::OkStatus();
+}
+
+absl::Status Fabric::BindOwner(hal::CqHandle cq, uint32_t actor) {
+  if (cq.id == 0 || cq.id > cqs_.size() || !cqs_[cq.id - 1].alive) {
+    return absl::NotFoundError("BindOwner: no live CQ with that handle");
+  }
+  cqs_[cq.id - 1].owner = actor;
+  return absl::OkStatus();
+}
+
+// Generic handle check: the object exists in this fabric, belongs to the
+// caller's host, and is alive.
+#define FERRY_SIM_CHECK_HANDLE_(table, kindname, hostexpr)                                       \
+  NoteCall();                                                                                    \
+  if (h.id == 0 || h.id > table.size()) {                                                        \
+    return Violate(ViolationKind::kForeignHandle, absl::StrCat(AV(call), ": ", kindname, " handle ", \
+                                                               h.id, " is not of this fabric")); \
+  }                                                                                              \
+  const uint32_t idx = static_cast<uint32_t>(h.id - 1);                                          \
+  if ((hostexpr) != host) {                                                                      \
+    return Violate(ViolationKind::kForeignHandle,                                                \
+                   absl::StrCat(AV(call), ": ", kindname, " handle ", h.id, " belongs to host ",     \
+                                (hostexpr), ", caller is host ", host));                         \
+  }
+
+absl::StatusOr<uint32_t> Fabric::CheckCtx(uint32_t host, hal::ContextHandle h,
+                                          std::string_view call) {
+  FERRY_SIM_CHECK_HANDLE_(ctxs_, "context", ctxs_[idx].host);
+  if (!ctxs_[idx].alive) {
+    return Violate(ViolationKind::kDestroyedHandle,
+                   absl::StrCat(AV(call), ": context ", h.id, " was closed"));
+  }
+  return idx;
+}
+
+absl::StatusOr<uint32_t> Fabric::CheckPd(uint32_t host, hal::PdHandle h, std::string_view call) {
+  FERRY_SIM_CHECK_HANDLE_(pds_, "pd", ctxs_[pds_[idx].ctx].host);
+  if (!pds_[idx].alive) {
+    return Violate(ViolationKind::kDestroyedHandle,
+                   absl::StrCat(AV(call), ": pd ", h.id, " was freed"));
+  }
+  return idx;
+}
+
+absl::StatusOr<uint32_t> Fabric::CheckMr(uint32_t host, hal::MrHandle h, std::string_view call) {
+  FERRY_SIM_CHECK_HANDLE_(mrs_, "mr", ctxs_[mrs_[idx].ctx].host);
+  if (!mrs_[idx].alive) {
+    return Violate(ViolationKind::kDestroyedHandle,
+                   absl::StrCat(AV(call), ": mr ", h.id, " was deregistered"));
+  }
+  return idx;
+}
+
+absl::StatusOr<uint32_t> Fabric::CheckChannel(uint32_t host, hal::CompChannelHandle h,
+                                              std::string_view call) {
+  FERRY_SIM_CHECK_HANDLE_(channels_, "comp channel", ctxs_[channels_[idx].ctx].host);
+  if (!channels_[idx].alive) {
+    return Violate(ViolationKind::kDestroyedHandle,
+                   absl::StrCat(AV(call), ": comp channel ", h.id, " was destroyed"));
+  }
+  return idx;
+}
+
+absl::StatusOr<uint32_t> Fabric::CheckCq(uint32_t host, hal::CqHandle h, std::string_view call) {
+  FERRY_SIM_CHECK_HANDLE_(cqs_, "cq", ctxs_[cqs_[idx].ctx].host);
+  const Cq& cq = cqs_[idx];
+  if (!cq.alive) {
+    return Violate(ViolationKind::kDestroyedHandle,
+                   absl::StrCat(AV(call), ": cq ", h.id, " was destroyed"));
+  }
+  if (cq.owner != 0 && cq.owner != current_actor_) {
+    return Violate(ViolationKind::kWrongActor,
+                   absl::StrCat(AV(call), ": cq ", h.id, " is owned by actor ", cq.owner,
+                                ", called by actor ", current_actor_));
+  }
+  return idx;
+}
+
+absl::StatusOr<uint32_t> Fabric::CheckQp(uint32_t host, hal::QpHandle h, std::string_view call) {
+  FERRY_SIM_CHECK_HANDLE_(qps_, "qp", qps_[idx]->host);
+  Qp& q = *qps_[idx];
+  if (!q.alive) {
+    return Violate(ViolationKind::kDestroyedHandle,
+                   absl::StrCat(AV(call), ": qp ", h.id, " (qpn ", q.qpn, ") was destroyed"));
+  }
+  if (q.owner != 0 && q.owner != current_actor_) {
+    return Violate(ViolationKind::kWrongActor,
+                   absl::StrCat(AV(call), ": qp ", h.id, " (qpn ", q.qpn, ") is owned by actor ",
+                                q.owner, ", called by actor ", current_actor_));
+  }
+  q.last_caller = current_actor_;
+  return idx;
+}
+
+#undef FERRY_SIM_CHECK_HANDLE_
+
+// ------------------------------------------------------------------ devices
+
+uint32_t Fabric::FindDevice(uint32_t host, std::string_view name) const {
+  for (uint32_t i = 0; i < devices_.size(); ++i) {
+    if (devices_[i].host == host && devices_[i].name == name) return i;
+  }
+  return kNone;
+}
+
+uint32_t Fabric::FindQpByNumber(uint32_t dev, uint32_t qpn) const {
+  auto it = devices_[dev].qpn_to_qp.find(qpn);
+  return it == devices_[dev].qpn_to_qp.end() ? kNone : it->second;
+}
+
+absl::StatusOr<std::vector<hal::DeviceInfo>> Fabric::VListDevices(uint32_t host) {
+  NoteCall();
+  std::vector<hal::DeviceInfo> out;
+  for (const Device& d : devices_) {
+    if (d.host == host) out.push_back(hal::DeviceInfo{d.name, d.guid});
+  }
+  return out;
+}
+
+bool Fabric::InjectFault(FaultKind k) {
+  const Ratio r = config_.plan.Rate(k);
+  if (r.num == 0) return false;
+  if (!prng_.Chance(r)) return false;
+  CountFault(k);
+  return true;
+}
+
+void Fabric::CountFault(FaultKind k) {
+  ++stats_.faults[static_cast<size_t>(k)];
+  if (trace_ != nullptr) trace_->Event("fault", static_cast<uint64_t>(k));
+}
+
+absl::StatusOr<hal::ContextHandle> Fabric::VOpenDevice(uint32_t host, std::string_view name) {
+  NoteCall();
+  const uint32_t dev = FindDevice(host, name);
+  if (dev == kNone) return Errno("ibv_open_device", ENODEV);
+  if (hosts_[host].script_resource_fail > 0) {
+    --hosts_[host].script_resource_fail;
+    CountFault(FaultKind::kResourceFail);
+    return Errno("ibv_open_device", ENOMEM);
+  }
+  if (InjectFault(FaultKind::kResourceFail)) return Errno("ibv_open_device", ENOMEM);
+  Context c;
+  c.host = host;
+  c.dev = dev;
+  ctxs_.push_back(std::move(c));
+  ++live_[K(ObjectKind::kContext)];
+  ++created_[K(ObjectKind::kContext)];
+  return hal::ContextHandle{ctxs_.size()};
+}
+
+absl::StatusOr<hal::DeviceAttr> Fabric::VQueryDevice(uint32_t host, hal::ContextHandle ctx) {
+  FERRY_RETURN_IF_ERROR(CheckCtx(host, ctx, "ibv_query_device").status());
+  return limits_;
+}
+
+absl::StatusOr<hal::PortAttr> Fabric::VQueryPort(uint32_t host, hal::ContextHandle ctx,
+                                                 uint8_t port) {
+  FERRY_ASSIGN_OR_RETURN(const uint32_t ci, CheckCtx(host, ctx, "ibv_query_port"));
+  if (port != 1) return Errno("ibv_query_port", EINVAL);
+  const Device& d = devices_[ctxs_[ci].dev];
+  hal::PortAttr p;
+  p.state = d.port_up ? hal::PortState::kActive : hal::PortState::kDown;
+  p.max_mtu = hal::Mtu::k4096;
+  p.active_mtu = config_.active_mtu;
+  p.lid = 0;
+  p.link_layer_ethernet = 1;
+  p.gid_tbl_len = 2;
+  return p;
+}
+
+absl::StatusOr<hal::Gid> Fabric::VQueryGid(uint32_t host, hal::ContextHandle ctx, uint8_t port,
+                                           int index) {
+  FERRY_ASSIGN_OR_RETURN(const uint32_t ci, CheckCtx(host, ctx, "ibv_query_gid"));
+  if (port != 1 || index < 0 || index >= 2) return Errno("ibv_query_gid", EINVAL);
+  if (index == 1) return hal::Gid{};  // an empty slot, as real tables have
+  return devices_[ctxs_[ci].dev].gid;
+}
+
+absl::StatusOr<hal::PdHandle> Fabric::VAllocPd(uint32_t host, hal::ContextHandle ctx) {
+  FERRY_ASSIGN_OR_RETURN(const uint32_t ci, CheckCtx(host, ctx, "ibv_alloc_pd"));
+  Device& d = devices_[ctxs_[ci].dev];
+  if (ctxs_[ci].fatal) return Errno("ibv_alloc_pd", EIO);
+  if (d.live_pd >= limits_.max_pd) return Errno("ibv_alloc_pd", ENOMEM);
+  if (InjectFault(FaultKind::kResourceFail)) return Errno("ibv_alloc_pd", ENOMEM);
+  pds_.push_back(Pd{true, ci, 0});
+  ++d.live_pd;
+  ++live_[K(ObjectKind::kPd)];
+  ++created_[K(ObjectKind::kPd)];
+  return hal::PdHandle{pds_.size()};
+}
+
+absl::Status Fabric::VDeallocPd(uint32_t host, hal::PdHandle pd) {
+  FERRY_ASSIGN_OR_RETURN(const uint32_t pi, CheckPd(host, pd, "ibv_dealloc_pd"));
+  if (pds_[pi].live_children > 0) return Errno("ibv_dealloc_pd", EBUSY);
+  pds_[pi].alive = false;
+  --devices_[ctxs_[pds_[pi].ctx].dev].live_pd;
+  --live_[K(ObjectKind::kPd)];
+  return absl::OkStatus();
+}
+
+absl::StatusOr<hal::MrInfo> Fabric::VRegMr(uint32_t host, hal::PdHandle pd, void* addr, size_t len,
+                                           uint32_t access) {
+  FERRY_ASSIGN_OR_RETURN(const uint32_t pi, CheckPd(host, pd, "ibv_reg_mr"));
+  const uint32_t ci = pds_[pi].ctx;
+  Device& d = devices_[ctxs_[ci].dev];
+  if (addr == nullptr || len == 0 || len > limits_.max_mr_size) return Errno("ibv_reg_mr", EINVAL);
+  // Remote write needs local write (ibv_reg_mr.3).
+  if ((access & hal::kAccessRemoteWrite) != 0 && (access & hal::kAccessLocalWrite) == 0) {
+    return Errno("ibv_reg_mr", EINVAL);
+  }
+  if (ctxs_[ci].fatal) return Errno("ibv_reg_mr", EIO);
+  if (d.live_mr >= limits_.max_mr) return Errno("ibv_reg_mr", ENOMEM);
+  if (InjectFault(FaultKind::kResourceFail)) return Errno("ibv_reg_mr", ENOMEM);
+  if (mrs_.size() >= (1u << 24) - 1) return Errno("ibv_reg_mr", ENOMEM);
+  Mr mr;
+  mr.ctx = ci;
+  mr.pd = pi;
+  mr.dev = ctxs_[ci].dev;
+  mr.addr = static_cast<uint8_t*>(addr);
+  mr.len = len;
+  mr.access = access;
+  mr.key = (static_cast<uint32_t>(mrs_.size() + 1) << 8) | static_cast<uint32_t>(prng_.Below(256));
+  mrs_.push_back(mr);
+  ++pds_[pi].live_children;
+  ++d.live_mr;
+  ++live_[K(ObjectKind::kMr)];
+  ++created_[K(ObjectKind::kMr)];
+  return hal::MrInfo{hal::MrHandle{mrs_.size()}, mr.key, mr.key};
+}
+
+absl::Status Fabric::VDeregMr(uint32_t host, hal::MrHandle mr) {
+  FERRY_ASSIGN_OR_RETURN(const uint32_t mi, CheckMr(host, mr, "ibv_dereg_mr"));
+  Mr& m = mrs_[mi];
+  m.alive = false;
+  --pds_[m.pd].live_children;
+  --devices_[m.dev].live_mr;
+  --live_[K(ObjectKind::kMr)];
+  return absl::OkStatus();
+}
+
+absl::StatusOr<hal::CompChannelHandle> Fabric::VCreateCompChannel(uint32_t host,
+                                                                  hal::ContextHandle ctx) {
+  FERRY_ASSIGN_OR_RETURN(const uint32_t ci, CheckCtx(host, ctx, "ibv_create_comp_channel"));
+  if (InjectFault(FaultKind::kResourceFail)) return Errno("ibv_create_comp_channel", EMFILE);
+  Channel ch;
+  ch.ctx = ci;
+  channels_.push_back(std::move(ch));
+  ++live_[K(ObjectKind::kCompChannel)];
+  ++created_[K(ObjectKind::kCompChannel)];
+  return hal::CompChannelHandle{channels_.size()};
+}
+
+absl::Status Fabric::VDestroyCompChannel(uint32_t host, hal::CompChannelHandle ch) {
+  FERRY_ASSIGN_OR_RETURN(const uint32_t hi, CheckChannel(host, ch, "ibv_destroy_comp_channel"));
+  if (channels_[hi].live_cqs > 0) return Errno("ibv_destroy_comp_channel", EBUSY);
+  channels_[hi].alive = false;
+  channels_[hi].events.clear();
+  --live_[K(ObjectKind::kCompChannel)];
+  return absl::OkStatus();
+}
+
+absl::StatusOr<hal::CqHandle> Fabric::VGetCqEvent(uint32_t host, hal::CompChannelHandle ch) {
+  FERRY_ASSIGN_OR_RETURN(const uint32_t hi, CheckChannel(host, ch, "ibv_get_cq_event"));
+  Channel& c = channels_[hi];
+  if (c.events.empty()) return absl::UnavailableError("ibv_get_cq_event: no event ready");
+  const uint32_t cqi = c.events.front();
+  c.events.pop_front();
+  ++cqs_[cqi].events_unacked;
+  return hal::CqHandle{cqi + uint64_t{1}};
+}
+
+void Fabric::VAckCqEvents(uint32_t host, hal::CqHandle cq, uint32_t n) {
+  auto ci = CheckCq(host, cq, "ibv_ack_cq_events");
+  if (!ci.ok()) return;
+  Cq& c = cqs_[*ci];
+  if (n > c.events_unacked) {
+    Violate(ViolationKind::kBadAck, absl::StrCat("ibv_ack_cq_events: ack of ", n, " events, only ",
+                                                 c.events_unacked, " unacked"))
+        .IgnoreError();
+    c.events_unacked = 0;
+    return;
+  }
+  c.events_unacked -= n;
+}
+
+absl::StatusOr<hal::CqInfo> Fabric::VCreateCq(uint32_t host, hal::ContextHandle ctx, uint32_t cqe,
+                                              hal::CompChannelHandle ch) {
+  FERRY_ASSIGN_OR_RETURN(const uint32_t ci, CheckCtx(host, ctx, "ibv_create_cq"));
+  uint32_t chi = kNone;
+  if (ch.valid()) {
+    FERRY_ASSIGN_OR_RETURN(chi, CheckChannel(host, ch, "ibv_create_cq"));
+    if (channels_[chi].ctx != ci) {
+      return Violate(ViolationKind::kForeignHandle,
+                     "ibv_create_cq: comp channel belongs to another context");
+    }
+  }
+  Device& d = devices_[ctxs_[ci].dev];
+  if (cqe == 0 || cqe > limits_.max_cqe) return Errno("ibv_create_cq", EINVAL);
+  if (ctxs_[ci].fatal) return Errno("ibv_create_cq", EIO);
+  if (d.live_cq >= limits_.max_cq) return Errno("ibv_create_cq", ENOMEM);
+  if (InjectFault(FaultKind::kResourceFail)) return Errno("ibv_create_cq", ENOMEM);
+  uint32_t capacity = cqe;
+  if (config_.profile == RnicProfile::kMlx5) {
+    capacity = std::min<uint32_t>(std::bit_ceil(cqe + 1) - 1, limits_.max_cqe);
+  }
+  Cq c;
+  c.ctx = ci;
+  c.dev = ctxs_[ci].dev;
+  c.channel = chi;
+  c.ordinal = ++d.cq_ordinal;
+  c.capacity = capacity;
+  c.ring.resize(capacity);
+  cqs_.push_back(std::move(c));
+  if (chi != kNone) ++channels_[chi].live_cqs;
+  ++d.live_cq;
+  ++live_[K(ObjectKind::kCq)];
+  ++created_[K(ObjectKind::kCq)];
+  return hal::CqInfo{hal::CqHandle{cqs_.size()}, capacity};
+}
+
+void Fabric::DestroyCqNow(uint32_t ci) {
+  Cq& c = cqs_[ci];
+  FERRY_CHECK(c.alive);
+  FERRY_CHECK(c.qps.empty());
+  c.alive = false;
+  c.count = 0;
+  std::vector<Cqe>().swap(c.ring);
+  if (c.channel != kNone) {
+    Channel& ch = channels_[c.channel];
+    --ch.live_cqs;
+    std::erase(ch.events, ci);
+  }
+  std::erase_if(ctxs_[c.ctx].async_queue, [ci](const AsyncRec& r) { return r.cq == ci; });
+  --devices_[c.dev].live_cq;
+  --live_[K(ObjectKind::kCq)];
+}
+
+absl::Status Fabric::VDestroyCq(uint32_t host, hal::CqHandle cq) {
+  FERRY_ASSIGN_OR_RETURN(const uint32_t ci, CheckCq(host, cq, "ibv_destroy_cq"));
+  Cq& c = cqs_[ci];
+  if (!c.qps.empty()) return Errno("ibv_destroy_cq", EBUSY);
+  if (c.events_unacked > 0) {
+    return Violate(ViolationKind::kUnackedEventsAtDestroy,
+                   absl::StrCat("ibv_destroy_cq: cq ", cq.id, " has ", c.events_unacked,
+                                " unacknowledged events (real verbs would block forever)"));
+  }
+  DestroyCqNow(ci);
+  return absl::OkStatus();
+}
+
+absl::Status Fabric::VReqNotifyCq(uint32_t host, hal::CqHandle cq, bool solicited_only) {
+  FERRY_ASSIGN_OR_RETURN(const uint32_t ci, CheckCq(host, cq, "ibv_req_notify_cq"));
+  Cq& c = cqs_[ci];
+  if (c.channel == kNone) return Errno("ibv_req_notify_cq", EINVAL);
+  c.armed = true;
+  c.solicited_only = solicited_only;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint32_t> Fabric::VPollCq(uint32_t host, hal::CqHandle cq,
+                                         absl::Span<hal::WorkCompletion> out) {
+  FERRY_ASSIGN_OR_RETURN(const uint32_t ci, CheckCq(host, cq, "ibv_poll_cq"));
+  Cq& c = cqs_[ci];
+  if (c.errored) return Errno("ibv_poll_cq", EOVERFLOW);
+  const uint32_t n = std::min<uint32_t>(c.count, static_cast<uint32_t>(out.size()));
+  for (uint32_t i = 0; i < n; ++i) {
+    const Cqe& e = c.ring[c.head];
+    out[i] = e.wc;
+    if (e.qp != kNone) {
+      Qp& q = *qps_[e.qp];
+      if (q.alive && e.wr_seq + 1 > q.free_seq) q.free_seq = e.wr_seq + 1;
+    }
+    c.head = c.head + 1 == c.capacity ? 0 : c.head + 1;
+  }
+  c.count -= n;
+  stats_.cqes_polled += n;
+  return n;
+}
+
+// ------------------------------------------------------------------ QPs
+
+absl::StatusOr<hal::QpInfo> Fabric::VCreateQp(uint32_t host, hal::PdHandle pd,
+                                              const hal::QpInitAttr& init) {
+  FERRY_ASSIGN_OR_RETURN(const uint32_t pi, CheckPd(host, pd, "ibv_create_qp"));
+  FERRY_ASSIGN_OR_RETURN(const uint32_t sci, CheckCq(host, init.send_cq, "ibv_create_qp"));
+  FERRY_ASSIGN_OR_RETURN(const uint32_t rci, CheckCq(host, init.recv_cq, "ibv_create_qp"));
+  const uint32_t ci = pds_[pi].ctx;
+  if (cqs_[sci].ctx != ci || cqs_[rci].ctx != ci) {
+    return Violate(ViolationKind::kForeignHandle, "ibv_create_qp: CQ of another context");
+  }
+  Device& d = devices_[ctxs_[ci].dev];
+  const hal::QpCap& cap = init.cap;
+  if (cap.max_send_wr > limits_.max_qp_wr || cap.max_recv_wr > limits_.max_qp_wr ||
+      cap.max_send_sge > limits_.max_sge || cap.max_recv_sge > limits_.max_sge ||
+      cap.max_send_sge > hal::kMaxSgeInline) {
+    return Errno("ibv_create_qp", EINVAL);
+  }
+  if (ctxs_[ci].fatal) return Errno("ibv_create_qp", EIO);
+  if (d.live_qp >= limits_.max_qp) return Errno("ibv_create_qp", ENOMEM);
+  if (InjectFault(FaultKind::kResourceFail)) return Errno("ibv_create_qp", ENOMEM);
+  auto q = std::make_unique<Qp>();
+  q->ctx = ci;
+  q->pd = pi;
+  q->dev = ctxs_[ci].dev;
+  q->host = host;
+  q->send_cq = sci;
+  q->recv_cq = rci;
+  q->cap = cap;
+  if (config_.profile == RnicProfile::kMlx5 && cap.max_send_wr > 0) {
+    q->cap.max_send_wr = std::min(std::bit_ceil(cap.max_send_wr), limits_.max_qp_wr);
+  }
+  q->sq_sig_all = init.sq_sig_all;
+  q->attr.cap = q->cap;
+  q->sq.resize(std::max<uint32_t>(q->cap.max_send_wr, 1));
+  if (!d.free_qpns.empty()) {
+    q->qpn = d.free_qpns.back();
+    d.free_qpns.pop_back();
+  } else {
+    q->qpn = d.next_qpn++;
+  }
+  const uint32_t qi = static_cast<uint32_t>(qps_.size());
+  d.qpn_to_qp[q->qpn] = qi;
+  cqs_[sci].qps.push_back(qi);
+  if (rci != sci) cqs_[rci].qps.push_back(qi);
+  ++pds_[pi].live_children;
+  ++d.live_qp;
+  ++live_[K(ObjectKind::kQp)];
+  ++created_[K(ObjectKind::kQp)];
+  hal::QpInfo info{hal::QpHandle{qi + uint64_t{1}}, q->qpn, q->cap};
+  qps_.push_back(std::move(q));
+  return info;
+}
+
+namespace {
+
+using hal::QpAttrMask;
+constexpr uint32_t kRtrReq = hal::kQpAv | hal::kQpPathMtu | hal::kQpDestQpn | hal::kQpRqPsn |
+                             hal::kQpMaxDestRdAtomic | hal::kQpMinRnrTimer;
+constexpr uint32_t kRtsReq =
+    hal::kQpSqPsn | hal::kQpMaxQpRdAtomic | hal::kQpRetryCnt | hal::kQpRnrRetry | hal::kQpTimeout;
+
+struct Transition {
+  bool valid = false;
+  uint32_t req = 0;
+  uint32_t opt = 0;
+};
+
+// The kernel's qp_state_table, RC entries (drivers/infiniband/core/verbs.c).
+Transition Table(QpState cur, QpState next, bool reset_to_err_ok) {
+  using S = QpState;
+  const uint32_t s = hal::kQpState;
+  if (next == S::kReset) return {true, s, 0};
+  if (next == S::kErr) {
+    if (cur == S::kReset) return {reset_to_err_ok, s, 0};
+    return {true, s, 0};
+  }
+  switch (cur) {
+    case S::kReset:
+      if (next == S::kInit) {
+        return {true, s | hal::kQpPkeyIndex | hal::kQpPort | hal::kQpAccessFlags, 0};
+      }
+      break;
+    case S::kInit:
+      if (next == S::kInit)
+        return {true, 0, hal::kQpPkeyIndex | hal::kQpPort | hal::kQpAccessFlags};
+      if (next == S::kRtr) {
+        return {true, s | kRtrReq, hal::kQpAltPath | hal::kQpAccessFlags | hal::kQpPkeyIndex};
+      }
+      break;
+    case S::kRtr:
+      if (next == S::kRts) {
+        return {true, s | kRtsReq,
+                hal::kQpCurState | hal::kQpAltPath | hal::kQpAccessFlags | hal::kQpMinRnrTimer |
+                    hal::kQpPathMigState};
+      }
+      break;
+    case S::kRts:
+      if (next == S::kRts) {
+        return {true, 0,
+                hal::kQpCurState | hal::kQpAccessFlags | hal::kQpAltPath | hal::kQpPathMigState |
+                    hal::kQpMinRnrTimer};
+      }
+      if (next == S::kSqd) return {true, s, hal::kQpEnSqdAsyncNotify};
+      break;
+    case S::kSqd:
+      if (next == S::kRts) {
+        return {true, s,
+                hal::kQpCurState | hal::kQpAccessFlags | hal::kQpAltPath | hal::kQpMinRnrTimer |
+                    hal::kQpPathMigState};
+      }
+      if (next == S::kSqd) {
+        return {true, 0,
+                hal::kQpPkeyIndex | hal::kQpAv | hal::kQpTimeout | hal::kQpRetryCnt |
+                    hal::kQpRnrRetry | hal::kQpMaxQpRdAtomic | hal::kQpMaxDestRdAtomic |
+                    hal::kQpAltPath | hal::kQpAccessFlags | hal::kQpMinRnrTimer |
+                    hal::kQpPathMigState};
+      }
+      break;
+    case S::kSqe:
+      if (next == S::kRts) return {true, s, hal::kQpCurState | hal::kQpQkey};
+      break;
+    case S::kErr:
+      break;
+  }
+  return {};
+}
+
+}  // namespace
+
+absl::Status Fabric::VModifyQp(uint32_t host, hal::QpHandle qph, const hal::QpAttr& attr,
+                               uint32_t mask) {
+  FERRY_ASSIGN_OR_RETURN(const uint32_t qi, CheckQp(host, qph, "ibv_modify_qp"));
+  Qp& q = *qps_[qi];
+  const QpState cur = q.attr.qp_state;
+  const QpState next = (mask & hal::kQpState) != 0 ? attr.qp_state : cur;
+  const bool reset_to_err_ok = config_.profile == RnicProfile::kRxe;
+  Transition t = Table(cur, next, reset_to_err_ok);
+  if ((mask & hal::kQpState) == 0) t.req &= ~uint32_t{hal::kQpState};
+  if (!t.valid || (mask & t.req) != t.req || (mask & ~(t.req | t.opt | hal::kQpState)) != 0) {
+    return Errno("ibv_modify_qp", EINVAL);
+  }
+  if ((mask & hal::kQpCurState) != 0 && attr.cur_qp_state != cur) {
+    return Errno("ibv_modify_qp", EINVAL);
+  }
+  if ((mask & hal::kQpTimeout) != 0 && attr.timeout > 31) return Errno("ibv_modify_qp", EINVAL);
+  if ((mask & hal::kQpRetryCnt) != 0 && attr.retry_cnt > 7) return Errno("ibv_modify_qp", EINVAL);
+  if ((mask & hal::kQpRnrRetry) != 0 && attr.rnr_retry > 7) return Errno("ibv_modify_qp", EINVAL);
+  if ((mask & hal::kQpPort) != 0 && attr.port_num != 1) return Errno("ibv_modify_qp", EINVAL);
+  if ((mask & hal::kQpPathMtu) != 0 &&
+      (static_cast<uint8_t>(attr.path_mtu) < 1 || static_cast<uint8_t>(attr.path_mtu) > 5)) {
+    return Errno("ibv_modify_qp", EINVAL);
+  }
+  if ((mask & hal::kQpMaxQpRdAtomic) != 0 && attr.max_rd_atomic > limits_.max_qp_rd_atom) {
+    return Errno("ibv_modify_qp", EINVAL);
+  }
+  uint32_t dst_dev = q.dst_dev;
+  if (next == QpState::kRtr && cur == QpState::kInit) {
+    const Device& d = devices_[q.dev];
+    if (!d.port_up || clock_->NowNs() < d.rtr_fail_until_ns) {
+      return Errno("ibv_modify_qp", ENETUNREACH);
+    }
+    dst_dev = kNone;
+    for (uint32_t i = 0; i < devices_.size(); ++i) {
+      if (devices_[i].gid == attr.ah_attr.dgid) dst_dev = i;
+    }
+  }
+  if (q.script_modify_fail > 0) {
+    --q.script_modify_fail;
+    CountFault(FaultKind::kModifyQpFail);
+    return Errno("ibv_modify_qp", ETIMEDOUT);
+  }
+  if (InjectFault(FaultKind::kModifyQpFail)) return Errno("ibv_modify_qp", ETIMEDOUT);
+
+  // Apply (nothing above changed state).
+  if (mask & hal::kQpAccessFlags) q.attr.qp_access_flags = attr.qp_access_flags;
+  if (mask & hal::kQpPkeyIndex) q.attr.pkey_index = attr.pkey_index;
+  if (mask & hal::kQpPort) q.attr.port_num = attr.port_num;
+  if (mask & hal::kQpAv) q.attr.ah_attr = attr.ah_attr;
+  if (mask & hal::kQpPathMtu) q.attr.path_mtu = attr.path_mtu;
+  if (mask & hal::kQpDestQpn) q.attr.dest_qp_num = attr.dest_qp_num;
+  if (mask & hal::kQpRqPsn) q.attr.rq_psn = attr.rq_psn & 0xffffff;
+  if (mask & hal::kQpSqPsn) q.attr.sq_psn = attr.sq_psn & 0xffffff;
+  if (mask & hal::kQpMaxDestRdAtomic) q.attr.max_dest_rd_atomic = attr.max_dest_rd_atomic;
+  if (mask & hal::kQpMaxQpRdAtomic) q.attr.max_rd_atomic = attr.max_rd_atomic;
+  if (mask & hal::kQpMinRnrTimer) q.attr.min_rnr_timer = attr.min_rnr_timer;
+  if (mask & hal::kQpTimeout) q.attr.timeout = attr.timeout;
+  if (mask & hal::kQpRetryCnt) q.attr.retry_cnt = attr.retry_cnt;
+  if (mask & hal::kQpRnrRetry) q.attr.rnr_retry = attr.rnr_retry;
+  q.dst_dev = dst_dev;
+  q.attr.qp_state = next;
+  q.attr.cur_qp_state = next;
+
+  if (next == cur) {
+    return absl::OkStatus();
+  }
+  switch (next) {
+    case QpState::kReset:
+      // mlx5 scrubs the QP's CQEs on modify to RESET as on destroy.
+      ResetQpQueues(q);
+      if (config_.profile == RnicProfile::kMlx5) {
+        ScrubCq(q.send_cq, qi);
+        if (q.recv_cq != q.send_cq) ScrubCq(q.recv_cq, qi);
+      }
+      {
+        const hal::QpCap keep = q.cap;
+        q.attr = hal::QpAttr{};
+        q.attr.cap = keep;
+      }
+      q.dst_dev = kNone;
+      q.hung = false;
+      q.flush_dropped = false;
+      q.comm_est_sent = false;
+      break;
+    case QpState::kRtr:
+      q.epsn = q.attr.rq_psn;
+      q.nak_sent = false;
+      break;
+    case QpState::kRts:
+      if (cur == QpState::kRtr) {
+        q.psn_base = static_cast<uint32_t>((q.attr.sq_psn - q.next_vpsn) & 0xffffff);
+        q.retries = 0;
+        if (InjectFault(FaultKind::kHungQp)) q.hung = true;
+      }
+      Kick(qi);
+      break;
+    case QpState::kSqd:
+      if (mask & hal::kQpEnSqdAsyncNotify) {
+        RaiseAsync(q.ctx, AsyncEventType::kSqDrained, qi, kNone, 0);
+      }
+      break;
+    case QpState::kErr:
+      EnterErr(qi, q);
+      break;
+    default:
+      break;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<hal::QpAttr> Fabric::VQueryQp(uint32_t host, hal::QpHandle qph) {
+  FERRY_ASSIGN_OR_RETURN(const uint32_t qi, CheckQp(host, qph, "ibv_query_qp"));
+  hal::QpAttr a = qps_[qi]->attr;
+  a.cur_qp_state = a.qp_state;
+  return a;
+}
+
+void Fabric::FreeQpn(uint32_t dev, uint32_t qpn) {
+  devices_[dev].qpn_to_qp.erase(qpn);
+  devices_[dev].free_qpns.push_back(qpn);
+}
+
+void Fabric::DestroyQpNow(uint32_t qi, bool scrub) {
+  Qp& q = *qps_[qi];
+  FERRY_CHECK(q.alive);
+  DropQpCqes(qi);
+  if (scrub) {
+    ScrubCq(q.send_cq, qi);
+    if (q.recv_cq != q.send_cq) ScrubCq(q.recv_cq, qi);
+  }
+  q.alive = false;
+  std::erase(cqs_[q.send_cq].qps, qi);
+  if (q.recv_cq != q.send_cq) std::erase(cqs_[q.recv_cq].qps, qi);
+  std::erase_if(ctxs_[q.ctx].async_queue, [qi](const AsyncRec& r) { return r.qp == qi; });
+  FreeQpn(q.dev, q.qpn);
+  --pds_[q.pd].live_children;
+  --devices_[q.dev].live_qp;
+  --live_[K(ObjectKind::kQp)];
+  std::vector<Wr>().swap(q.sq);
+  q.done_seq = q.post_seq;
+}
+
+absl::Status Fabric::VDestroyQp(uint32_t host, hal::QpHandle qph) {
+  FERRY_ASSIGN_OR_RETURN(const uint32_t qi, CheckQp(host, qph, "ibv_destroy_qp"));
+  Qp& q = *qps_[qi];
+  if (q.events_unacked > 0) {
+    return Violate(ViolationKind::kUnackedEventsAtDestroy,
+                   absl::StrCat("ibv_destroy_qp: qpn ", q.qpn, " has ", q.events_unacked,
+                                " unacknowledged async events (real verbs would block forever)"));
+  }
+  int fail_errno = 0;
+  if (q.script_destroy_fail > 0) {
+    --q.script_destroy_fail;
+    CountFault(FaultKind::kDestroyQpFail);
+    fail_errno = EBUSY;
+  } else if (InjectFault(FaultKind::kDestroyQpFail)) {
+    fail_errno = prng_.Below(2) == 0 ? EBUSY : EIO;
+  }
+  if (fail_errno != 0) {
+    // The QP stays alive and keeps executing, completing and flushing.
+    if (config_.mutations.on(base::Mutation::kSimDestroyFailSilently)) return absl::OkStatus();
+    return Errno("ibv_destroy_qp", fail_errno);
+  }
+  bool scrub = config_.profile == RnicProfile::kMlx5;
+  if (config_.mutations.on(base::Mutation::kSimScrubUnderRxe)) scrub = true;
+  DestroyQpNow(qi, scrub);
+  return absl::OkStatus();
+}
+
+// ------------------------------------------------------------------ contexts
+
+void Fabric::CloseCtxNow(uint32_t ci) {
+  Context& c = ctxs_[ci];
+  FERRY_CHECK(c.alive);
+  // As process exit: QPs, CQs, MRs, channels, PDs, in dependency order.
+  for (uint32_t qi = 0; qi < qps_.size(); ++qi) {
+    if (qps_[qi]->alive && qps_[qi]->ctx == ci) DestroyQpNow(qi, true);
+  }
+  for (uint32_t i = 0; i < cqs_.size(); ++i) {
+    if (cqs_[i].alive && cqs_[i].ctx == ci) DestroyCqNow(i);
+  }
+  for (Mr& m : mrs_) {
+    if (m.alive && m.ctx == ci) {
+      m.alive = false;
+      --pds_[m.pd].live_children;
+      --devices_[m.dev].live_mr;
+      --live_[K(ObjectKind::kMr)];
+    }
+  }
+  for (Channel& ch : channels_) {
+    if (ch.alive && ch.ctx == ci) {
+      ch.alive = false;
+      ch.events.clear();
+      --live_[K(ObjectKind::kCompChannel)];
+    }
+  }
+  for (Pd& p : pds_) {
+    if (p.alive && p.ctx == ci) {
+      FERRY_CHECK_EQ(p.live_children, 0u);
+      p.alive = false;
+      --devices_[c.dev].live_pd;
+      --live_[K(ObjectKind::kPd)];
+    }
+  }
+  c.async_queue.clear();
+  c.alive = false;
+  --live_[K(ObjectKind::kContext)];
+}
+
+absl::Status Fabric::VCloseDevice(uint32_t host, hal::ContextHandle ctx) {
+  FERRY_ASSIGN_OR_RETURN(const uint32_t ci, CheckCtx(host, ctx, "ibv_close_device"));
+  CloseCtxNow(ci);
+  return absl::OkStatus();
+}
+
+void Fabric::RestartHost(uint32_t host) {
+  FERRY_CHECK_LT(host, hosts_.size());
+  for (uint32_t ci = 0; ci < ctxs_.size(); ++ci) {
+    if (ctxs_[ci].alive && ctxs_[ci].host == host) CloseCtxNow(ci);
+  }
+  ++hosts_[host].incarnation;
+  CountFault(FaultKind::kPeerRestart);
+}
+
+uint32_t Fabric::IncarnationOf(uint32_t host) const {
+  FERRY_CHECK_LT(host, hosts_.size());
+  return hosts_[host].incarnation;
+}
+
+// ------------------------------------------------------------------ async events
+
+void Fabric::RaiseAsync(uint32_t ci, AsyncEventType type, uint32_t qi, uint32_t cqi, uint8_t port) {
+  Context& c = ctxs_[ci];
+  if (!c.alive) return;
+  FERRY_CHECK_LT(c.async_queue.size(), 1u << 20);
+  AsyncRec r;
+  r.ev.type = type;
+  r.ev.context = hal::ContextHandle{ci + uint64_t{1}};
+  if (qi != kNone) r.ev.qp = hal::QpHandle{qi + uint64_t{1}};
+  if (cqi != kNone) r.ev.cq = hal::CqHandle{cqi + uint64_t{1}};
+  r.ev.port_num = port;
+  r.ev.raw_type = static_cast<int>(type);
+  r.qp = qi;
+  r.cq = cqi;
+  c.async_queue.push_back(r);
+}
+
+void Fabric::RaiseDeviceAsync(uint32_t dev, AsyncEventType type) {
+  for (uint32_t ci = 0; ci < ctxs_.size(); ++ci) {
+    if (ctxs_[ci].alive && ctxs_[ci].dev == dev) RaiseAsync(ci, type, kNone, kNone, 1);
+  }
+}
+
+absl::StatusOr<hal::AsyncEvent> Fabric::VGetAsyncEvent(uint32_t host, hal::ContextHandle ctx) {
+  FERRY_ASSIGN_OR_RETURN(const uint32_t ci, CheckCtx(host, ctx, "ibv_get_async_event"));
+  Context& c = ctxs_[ci];
+  if (c.async_queue.empty()) return absl::UnavailableError("ibv_get_async_event: none pending");
+  AsyncRec r = c.async_queue.front();
+  c.async_queue.pop_front();
+  if (r.qp != kNone) {
+    ++qps_[r.qp]->events_unacked;
+  } else if (r.cq != kNone) {
+    ++cqs_[r.cq].events_unacked;
+  } else {
+    ++c.async_unacked;
+  }
+  return r.ev;
+}
+
+void Fabric::VAckAsyncEvent(uint32_t host, const hal::AsyncEvent& ev) {
+  NoteCall();
+  uint32_t* counter = nullptr;
+  if (ev.qp.valid()) {
+    if (ev.qp.id <= qps_.size() && qps_[ev.qp.id - 1]->host == host) {
+      counter = &qps_[ev.qp.id - 1]->events_unacked;
+    }
+  } else if (ev.cq.valid()) {
+    if (ev.cq.id <= cqs_.size() && ctxs_[cqs_[ev.cq.id - 1].ctx].host == host) {
+      counter = &cqs_[ev.cq.id - 1].events_unacked;
+    }
+  } else if (ev.context.valid() && ev.context.id <= ctxs_.size() &&
+             ctxs_[ev.context.id - 1].host == host) {
+    counter = &ctxs_[ev.context.id - 1].async_unacked;
+  }
+  if (counter == nullptr) {
+    Violate(ViolationKind::kForeignHandle, "ibv_ack_async_event: event of another host or fabric")
+        .IgnoreError();
+    return;
+  }
+  if (*counter == 0) {
+    Violate(ViolationKind::kBadAck,
+            "ibv_ack_async_event: event was not handed out or already acked")
+        .IgnoreError();
+    return;
+  }
+  --*counter;
+}
+
+// ------------------------------------------------------------------ truth
+
+absl::StatusOr<CqTruth> Fabric::TruthOf(hal::CqHandle cq) const {
+  if (cq.id == 0 || cq.id > cqs_.size() || !cqs_[cq.id - 1].alive) {
+    return absl::NotFoundError("TruthOf: no live CQ");
+  }
+  const Cq& c = cqs_[cq.id - 1];
+  CqTruth t;
+  t.present = c.count;
+  t.capacity = c.capacity;
+  t.errored = c.errored;
+  for (uint32_t qi : c.qps) {
+    const Qp& q = *qps_[qi];
+    if (q.send_cq != cq.id - 1) continue;
+    t.producible += (q.post_seq - q.done_seq) + q.pending.size();
+  }
+  return t;
+}
+
+std::vector<std::string> Fabric::LiveObjects() const {
+  std::vector<std::string> out;
+  auto where = [&](uint32_t ci) {
+    const Device& d = devices_[ctxs_[ci].dev];
+    return absl::StrCat("h", d.host, "/", d.name);
+  };
+  for (size_t i = 0; i < ctxs_.size(); ++i) {
+    if (ctxs_[i].alive) out.push_back(absl::StrCat("context ", i + 1, " ", where(i)));
+  }
+  for (size_t i = 0; i < pds_.size(); ++i) {
+    if (pds_[i].alive) out.push_back(absl::StrCat("pd ", i + 1, " ", where(pds_[i].ctx)));
+  }
+  for (size_t i = 0; i < mrs_.size(); ++i) {
+    if (mrs_[i].alive) {
+      out.push_back(absl::StrCat("mr ", i + 1, " ", where(mrs_[i].ctx), " len=", mrs_[i].len));
+    }
+  }
+  for (size_t i = 0; i < channels_.size(); ++i) {
+    if (channels_[i].alive) {
+      out.push_back(absl::StrCat("comp_channel ", i + 1, " ", where(channels_[i].ctx)));
+    }
+  }
+  for (size_t i = 0; i < cqs_.size(); ++i) {
+    if (cqs_[i].alive) {
+      out.push_back(
+          absl::StrCat("cq ", i + 1, " ", where(cqs_[i].ctx), " present=", cqs_[i].count));
+    }
+  }
+  for (size_t i = 0; i < qps_.size(); ++i) {
+    const Qp& q = *qps_[i];
+    if (q.alive) {
+      out.push_back(absl::StrCat("qp ", i + 1, " ", where(q.ctx), " qpn=", q.qpn,
+                                 " state=", AV(hal::QpStateName(q.attr.qp_state)),
+                                 " outstanding=", q.post_seq - q.done_seq));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<hal::QpState> Fabric::TrueStateOf(hal::QpHandle qp) const {
+  if (qp.id == 0 || qp.id > qps_.size() || !qps_[qp.id - 1]->alive) {
+    return absl::NotFoundError("TrueStateOf: no live QP");
+  }
+  return qps_[qp.id - 1]->attr.qp_state;
+}
+
+absl::StatusOr<uint64_t> Fabric::OutstandingOf(hal::QpHandle qp) const {
+  if (qp.id == 0 || qp.id > qps_.size() || !qps_[qp.id - 1]->alive) {
+    return absl::NotFoundError("OutstandingOf: no live QP");
+  }
+  const Qp& q = *qps_[qp.id - 1];
+  return q.post_seq - q.done_seq;
+}
+
+absl::StatusOr<uint64_t> Fabric::RetransmitsOf(hal::QpHandle qp) const {
+  if (qp.id == 0 || qp.id > qps_.size()) return absl::NotFoundError("RetransmitsOf: no QP");
+  return qps_[qp.id - 1]->retransmits;
+}
+
+}  // namespace ferry::sim

@@ -1,0 +1,466 @@
+// sim/rnic/fabric.h: the simulated RDMA world: hosts with named devices
+// ("sim0", "sim1", ...), a modelled network between them, and a hal::Verbs
+// per host (NewVerbs). The Fabric is a sim::Actor: it is runnable when a
+// packet, timer or CQE event is due, and NextWakeNs() is the earliest event.
+//
+// Thread safety: none. The simulator is single-threaded; every Verbs
+// instance made by NewVerbs() must be used from the thread that steps the
+// Fabric.
+//
+// What must stay true (docs/simulator.md has the table rule -> tests):
+// - Every rule of DESIGN.md section 3: the QP state table, post_send chain
+//   semantics, device limits, DMA as packet events over virtual time with
+//   retransmission and partial placement, responder rules, retry budget,
+//   per-QP completion order with seeded interleaving across QPs,
+//   error-then-flush, destroy profiles mlx5/rxe, overrun, async events,
+//   device close, QPN reuse, misuse of handles fails the run.
+// - Determinism: every decision depends only on the seed (the Prng given at
+//   construction), the config and the calls made; events fire in (time,
+//   sequence number) order; no iteration over unordered containers.
+// - Hot path (post, packet, completion, poll) does no heap allocation per WR
+//   or per packet beyond amortised growth of preallocated rings and the event
+//   heap, and no std::function.
+// - DMA copies real bytes between registered memory of this process, only
+//   while both MRs are registered and both contexts open. Every DMA packet
+//   event is checked against the shadow memory (ground truth).
+// - A violation (misuse by the caller, or a ground-truth breach) is recorded
+//   with a kind and message and never aborts: tests and the oracle query it.
+#ifndef FERRY_SIM_RNIC_FABRIC_H_
+#define FERRY_SIM_RNIC_FABRIC_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <queue>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "base/mutation.h"
+#include "hal/types.h"
+#include "hal/verbs.h"
+#include "sim/prng.h"
+#include "sim/rnic/fault_plan.h"
+#include "sim/rnic/shadow_memory.h"
+#include "sim/scheduler.h"
+#include "sim/trace.h"
+#include "sim/virtual_clock.h"
+
+namespace ferry::sim {
+
+enum class RnicProfile : uint8_t { kMlx5, kRxe };
+std::string_view RnicProfileName(RnicProfile p);
+
+// Device limits of a profile (DESIGN.md section 3: enforced by the sim).
+hal::DeviceAttr ProfileLimits(RnicProfile p);
+
+struct FabricConfig {
+  RnicProfile profile = RnicProfile::kMlx5;
+  uint32_t hosts = 2;
+  uint32_t devices_per_host = 1;
+  std::optional<hal::DeviceAttr> limits;  // default: ProfileLimits(profile)
+  hal::Mtu active_mtu = hal::Mtu::k1024;
+
+  // Network model (per packet).
+  uint64_t link_latency_ns = 1000;
+  uint64_t link_jitter_ns = 200;            // uniform extra delay; per-path FIFO kept
+  uint64_t link_gbps = 100;                 // serialization
+  Ratio straggler = kNever;                 // chance a packet is delayed up to...
+  uint64_t fabric_lifetime_ns = 1'000'000;  // ...this long (in-flight lifetime)
+
+  // Completions.
+  uint64_t cqe_jitter_ns = 300;  // seeded delay per CQE: interleaves QPs
+  uint64_t late_cqe_max_ns = 200'000;
+
+  // Faults.
+  FaultPlan plan;
+  std::vector<ScriptedFault> script;
+  uint64_t fault_tick_ns = 1'000'000;
+  uint64_t link_down_ns = 5'000'000;
+  uint64_t port_flap_ns = 100'000;
+  uint64_t rtr_fail_after_active_ns = 2'000'000;
+
+  // Test-only switches (effective only in *_mut builds).
+  base::Mutations mutations;
+
+  uint32_t events_per_step_max = 256;
+};
+
+enum class ViolationKind : uint8_t {
+  kWrongActor,
+  kForeignHandle,
+  kDestroyedHandle,
+  kUnackedEventsAtDestroy,
+  kBadAck,
+  kLocalAfterRelease,  // DMA touched a released (or fenced) local range
+  kRemoteAfterFence,   // DMA touched a fenced (or released) remote range
+};
+std::string_view ViolationKindName(ViolationKind k);
+
+struct Violation {
+  ViolationKind kind;
+  uint64_t time_ns = 0;
+  uint32_t actor = 0;
+  std::string message;
+};
+
+enum class ObjectKind : uint8_t { kContext, kPd, kMr, kCompChannel, kCq, kQp, kCount };
+std::string_view ObjectKindName(ObjectKind k);
+
+// Per-CQ ground truth for the engine's quota check (DESIGN.md section 6).
+struct CqTruth {
+  uint64_t present = 0;     // CQEs in the CQ now
+  uint64_t producible = 0;  // CQEs its live QPs can still produce
+  uint32_t capacity = 0;
+  bool errored = false;
+};
+
+struct FabricStats {
+  uint64_t wrs_posted = 0;
+  uint64_t cqes_written = 0;
+  uint64_t cqes_polled = 0;
+  uint64_t packets_sent = 0;
+  uint64_t packets_dropped = 0;
+  uint64_t packets_executed = 0;
+  uint64_t duplicates = 0;
+  uint64_t retransmits = 0;
+  uint64_t events = 0;
+  std::array<uint64_t, kFaultKinds> faults{};  // injected, per kind
+};
+
+class SimVerbs;
+
+class Fabric final : public Actor {
+ public:
+  // `clock` and `trace` (nullable) must outlive the Fabric.
+  Fabric(FabricConfig config, Prng prng, VirtualClock* clock, Trace* trace = nullptr);
+  ~Fabric() override;
+  Fabric(const Fabric&) = delete;
+  Fabric& operator=(const Fabric&) = delete;
+
+  const FabricConfig& config() const { return config_; }
+  // "seed-independent" description: profile, hosts, devices, plan, script.
+  std::string Describe() const;
+
+  // A Verbs for host `host` (< config.hosts). Several may exist per host;
+  // each sees only that host's devices. Must not outlive the Fabric.
+  std::unique_ptr<hal::Verbs> NewVerbs(uint32_t host);
+
+  // ---------------------------------------------------------- Actor
+  std::string_view name() const override { return "rnic"; }
+  bool Runnable() override;
+  uint64_t Step() override;  // up to events_per_step_max due events; costs 0
+  std::optional<uint64_t> NextWakeNs() override;
+  bool HasWork() override { return !events_.empty(); }
+
+  // Without a scheduler (tests, bench): process every event due up to t_ns,
+  // advancing the clock to each event's time and finally to t_ns.
+  void RunUntil(uint64_t t_ns);
+  void RunFor(uint64_t delta_ns) { RunUntil(clock_->NowNs() + delta_ns); }
+  // Processes events until none are left or `budget_ns` of virtual time
+  // passed; returns true when the queue emptied.
+  bool Settle(uint64_t budget_ns);
+
+  // ---------------------------------------------------------- callers
+  // The harness calls this before stepping an actor; calls are attributed
+  // to it. 0 = "no actor" (test main).
+  void set_current_actor(uint32_t actor) { current_actor_ = actor; }
+  uint32_t current_actor() const { return current_actor_; }
+  // Binds an object to an owner actor: a later call on it from another
+  // actor is a kWrongActor violation and fails.
+  absl::Status BindOwner(hal::QpHandle qp, uint32_t actor);
+  absl::Status BindOwner(hal::CqHandle cq, uint32_t actor);
+  // Verbs calls made by `actor` so far.
+  uint64_t CallsBy(uint32_t actor) const;
+  uint32_t LastCallerOf(hal::QpHandle qp) const;
+
+  const std::vector<Violation>& violations() const { return violations_; }
+  bool HasViolation(ViolationKind k) const;
+  void ClearViolations() { violations_.clear(); }
+
+  // ---------------------------------------------------------- ground truth
+  ShadowMemory& shadow() { return shadow_; }
+  absl::StatusOr<CqTruth> TruthOf(hal::CqHandle cq) const;
+  uint64_t LiveCount(ObjectKind k) const { return live_[static_cast<size_t>(k)]; }
+  uint64_t CreatedCount(ObjectKind k) const { return created_[static_cast<size_t>(k)]; }
+  // One line per live object: "qp h0/sim0 qpn=17 state=RTS outstanding=3".
+  std::vector<std::string> LiveObjects() const;
+  // QP state and outstanding WRs as the RNIC sees them (for tests/oracle).
+  absl::StatusOr<hal::QpState> TrueStateOf(hal::QpHandle qp) const;
+  absl::StatusOr<uint64_t> OutstandingOf(hal::QpHandle qp) const;  // not yet completed
+  absl::StatusOr<uint64_t> RetransmitsOf(hal::QpHandle qp) const;
+
+  // ---------------------------------------------------------- world faults
+  // Peer restart (as process exit): closes every open context of the host.
+  void RestartHost(uint32_t host);
+  uint32_t IncarnationOf(uint32_t host) const;
+  absl::Status SetLinkUp(uint32_t host, std::string_view device, bool up);
+  // Applies a scripted fault now (ParseFaultScript form).
+  absl::Status Inject(const ScriptedFault& f);
+  // Scripted faults whose target did not exist, and those the RNIC does not
+  // own (ctrl_*, paused_peer), handed to the runner.
+  const std::vector<ScriptedFault>& missed_faults() const { return missed_; }
+  const std::vector<ScriptedFault>& external_faults() const { return external_; }
+
+  const FabricStats& stats() const { return stats_; }
+  uint64_t NowNs() const { return clock_->NowNs(); }
+
+ private:
+  friend class SimVerbs;
+  static constexpr uint32_t kNone = 0xffffffffu;
+
+  enum class EvType : uint8_t { kReq, kResp, kTimer, kCqeDeliver, kFaultTick, kScript, kPortUp };
+  enum RespKind : uint32_t { kAck = 0, kReadResp, kNakSeq, kNakAccess };
+  struct Event {
+    uint64_t t_ns;
+    uint64_t seq;
+    uint64_t c;
+    uint32_t a;
+    uint32_t b;
+    uint32_t d;
+    EvType type;
+  };
+  struct EventLater {
+    bool operator()(const Event& x, const Event& y) const {
+      return x.t_ns != y.t_ns ? x.t_ns > y.t_ns : x.seq > y.seq;
+    }
+  };
+
+  struct Cqe {
+    hal::WorkCompletion wc;
+    uint32_t qp = kNone;  // fabric QP index
+    uint64_t wr_seq = 0;
+  };
+  struct PendingCqe {
+    uint64_t ready_ns;
+    Cqe cqe;
+    bool flush;
+  };
+  struct AsyncRec {
+    hal::AsyncEvent ev;
+    uint32_t qp = kNone;
+    uint32_t cq = kNone;
+  };
+
+  struct Host {
+    uint32_t incarnation = 1;
+    uint32_t script_resource_fail = 0;
+  };
+  struct Device {
+    uint32_t host = 0;
+    std::string name;
+    hal::Gid gid;
+    uint64_t guid = 0;
+    bool port_up = true;
+    uint64_t rtr_fail_until_ns = 0;
+    uint32_t live_qp = 0, live_cq = 0, live_mr = 0, live_pd = 0;
+    uint32_t cq_ordinal = 0;
+    absl::flat_hash_map<uint32_t, uint32_t> qpn_to_qp;  // lookup only
+    std::vector<uint32_t> free_qpns;                    // LIFO reuse
+    uint32_t next_qpn = 0x11;
+  };
+  struct Context {
+    bool alive = true;
+    bool fatal = false;
+    uint32_t host = 0, dev = 0;
+    std::deque<AsyncRec> async_queue;
+    uint32_t async_unacked = 0;  // non-QP/CQ events handed out, not acked
+  };
+  struct Pd {
+    bool alive = true;
+    uint32_t ctx = 0;
+    uint32_t live_children = 0;
+  };
+  struct Mr {
+    bool alive = true;
+    uint32_t ctx = 0, pd = 0, dev = 0;
+    uint8_t* addr = nullptr;
+    size_t len = 0;
+    uint32_t access = 0;
+    uint32_t key = 0;
+  };
+  struct Channel {
+    bool alive = true;
+    uint32_t ctx = 0;
+    std::deque<uint32_t> events;  // CQ indices whose notification fired
+    uint32_t live_cqs = 0;
+  };
+  struct Cq {
+    bool alive = true;
+    uint32_t ctx = 0, dev = 0;
+    uint32_t channel = kNone;
+    uint32_t ordinal = 0;
+    uint32_t capacity = 0;
+    std::vector<Cqe> ring;
+    uint32_t head = 0, count = 0;
+    bool armed = false, solicited_only = false;
+    bool errored = false;
+    uint32_t events_unacked = 0;
+    uint32_t owner = 0;
+    std::vector<uint32_t> qps;  // attached live QPs
+  };
+  struct Wr {
+    uint64_t seq = ~uint64_t{0};
+    hal::SendWr wr;
+    uint64_t len = 0;
+    uint64_t vpsn_first = 0;
+    uint32_t npkts = 0;
+    bool signaled = false;
+    bool started = false;
+  };
+  struct Qp {
+    bool alive = true;
+    uint32_t ctx = 0, pd = 0, dev = 0, host = 0;
+    uint32_t qpn = 0;
+    uint32_t send_cq = 0, recv_cq = 0;
+    hal::QpCap cap;
+    bool sq_sig_all = false;
+    hal::QpAttr attr;
+    std::vector<Wr> sq;  // ring of cap.max_send_wr (at least 1)
+    uint64_t post_seq = 0, done_seq = 0, free_seq = 0, send_seq = 0;
+    uint64_t next_vpsn = 0, sent_vpsn = 0, ack_vpsn = 0;
+    uint32_t psn_base = 0;  // wire psn = (psn_base + vpsn) & 0xffffff
+    uint64_t tx_free_ns = 0, last_req_arrival_ns = 0, last_resp_arrival_ns = 0;
+    uint32_t retries = 0;
+    uint64_t last_progress_ns = 0;
+    bool timer_pending = false;
+    uint64_t retransmits = 0;
+    // responder
+    uint32_t epsn = 0;
+    bool nak_sent = false;
+    bool comm_est_sent = false;
+    uint32_t dst_dev = kNone;
+    // faults
+    bool hung = false;
+    bool flush_dropped = false;  // rxe: flush hit a full CQ
+    uint32_t script_destroy_fail = 0, script_modify_fail = 0, script_post_enomem = 0;
+    uint32_t script_late = 0, script_drop = 0;
+    // completions
+    std::deque<PendingCqe> pending;
+    uint64_t last_cqe_ready_ns = 0;
+    uint32_t events_unacked = 0;
+    uint32_t owner = 0;
+    uint32_t last_caller = 0;
+  };
+
+  // ---- verbs (called by SimVerbs; `host` is the caller's host)
+  absl::StatusOr<std::vector<hal::DeviceInfo>> VListDevices(uint32_t host);
+  absl::StatusOr<hal::ContextHandle> VOpenDevice(uint32_t host, std::string_view name);
+  absl::Status VCloseDevice(uint32_t host, hal::ContextHandle ctx);
+  absl::StatusOr<hal::DeviceAttr> VQueryDevice(uint32_t host, hal::ContextHandle ctx);
+  absl::StatusOr<hal::PortAttr> VQueryPort(uint32_t host, hal::ContextHandle ctx, uint8_t port);
+  absl::StatusOr<hal::Gid> VQueryGid(uint32_t host, hal::ContextHandle ctx, uint8_t port,
+                                     int index);
+  absl::StatusOr<hal::PdHandle> VAllocPd(uint32_t host, hal::ContextHandle ctx);
+  absl::Status VDeallocPd(uint32_t host, hal::PdHandle pd);
+  absl::StatusOr<hal::MrInfo> VRegMr(uint32_t host, hal::PdHandle pd, void* addr, size_t len,
+                                     uint32_t access);
+  absl::Status VDeregMr(uint32_t host, hal::MrHandle mr);
+  absl::StatusOr<hal::CompChannelHandle> VCreateCompChannel(uint32_t host, hal::ContextHandle ctx);
+  absl::Status VDestroyCompChannel(uint32_t host, hal::CompChannelHandle ch);
+  absl::StatusOr<hal::CqHandle> VGetCqEvent(uint32_t host, hal::CompChannelHandle ch);
+  void VAckCqEvents(uint32_t host, hal::CqHandle cq, uint32_t n);
+  absl::StatusOr<hal::CqInfo> VCreateCq(uint32_t host, hal::ContextHandle ctx, uint32_t cqe,
+                                        hal::CompChannelHandle ch);
+  absl::Status VDestroyCq(uint32_t host, hal::CqHandle cq);
+  absl::StatusOr<uint32_t> VPollCq(uint32_t host, hal::CqHandle cq,
+                                   absl::Span<hal::WorkCompletion> out);
+  absl::Status VReqNotifyCq(uint32_t host, hal::CqHandle cq, bool solicited_only);
+  absl::StatusOr<hal::QpInfo> VCreateQp(uint32_t host, hal::PdHandle pd,
+                                        const hal::QpInitAttr& init);
+  absl::Status VModifyQp(uint32_t host, hal::QpHandle qp, const hal::QpAttr& attr, uint32_t mask);
+  absl::StatusOr<hal::QpAttr> VQueryQp(uint32_t host, hal::QpHandle qp);
+  absl::Status VDestroyQp(uint32_t host, hal::QpHandle qp);
+  hal::PostResult VPostSend(uint32_t host, hal::QpHandle qp, absl::Span<const hal::SendWr> chain);
+  absl::StatusOr<hal::AsyncEvent> VGetAsyncEvent(uint32_t host, hal::ContextHandle ctx);
+  void VAckAsyncEvent(uint32_t host, const hal::AsyncEvent& ev);
+
+  // ---- handle checks: record a violation and return an error on misuse.
+  absl::StatusOr<uint32_t> CheckCtx(uint32_t host, hal::ContextHandle h, std::string_view call);
+  absl::StatusOr<uint32_t> CheckPd(uint32_t host, hal::PdHandle h, std::string_view call);
+  absl::StatusOr<uint32_t> CheckMr(uint32_t host, hal::MrHandle h, std::string_view call);
+  absl::StatusOr<uint32_t> CheckChannel(uint32_t host, hal::CompChannelHandle h,
+                                        std::string_view call);
+  absl::StatusOr<uint32_t> CheckCq(uint32_t host, hal::CqHandle h, std::string_view call);
+  absl::StatusOr<uint32_t> CheckQp(uint32_t host, hal::QpHandle h, std::string_view call);
+  absl::Status Violate(ViolationKind k, std::string message);
+  void NoteCall();
+
+  // ---- engine internals
+  void Push(EvType type, uint64_t t_ns, uint32_t a, uint32_t b, uint64_t c, uint32_t d);
+  void Dispatch(const Event& e);
+  bool InjectFault(FaultKind k);  // draws the seeded chance; counts
+  void CountFault(FaultKind k);
+  void RaiseAsync(uint32_t ctx, hal::AsyncEventType type, uint32_t qp, uint32_t cq, uint8_t port);
+  void RaiseDeviceAsync(uint32_t dev, hal::AsyncEventType type);
+  void Kick(uint32_t qi);
+  void SendReq(uint32_t qi, Qp& q, Wr& w, uint64_t vpsn);
+  bool StartWr(uint32_t qi, Qp& q, Wr& w);
+  void OnReq(const Event& e);
+  void OnResp(const Event& e);
+  void OnTimer(const Event& e);
+  void SendResp(Qp& resp_qp, uint32_t req_qi, RespKind kind, uint64_t vpsn);
+  void AckUpTo(uint32_t qi, Qp& q, uint64_t vpsn_last);
+  void CompleteHead(uint32_t qi, Qp& q);
+  void FailAndFlush(uint32_t qi, Qp& q, uint64_t fail_seq, hal::WcStatus status);
+  void EnterErr(uint32_t qi, Qp& q);
+  void EmitCqe(uint32_t qi, Qp& q, const Wr& w, hal::WcStatus status);
+  void DeliverPending(uint32_t qi);
+  void WriteCqe(uint32_t qi, const Cqe& cqe, bool flush);
+  void Overrun(uint32_t ci);
+  void ScrubCq(uint32_t ci, uint32_t qi);
+  void DropQpCqes(uint32_t qi);  // pending ones
+  void ResetQpQueues(Qp& q);
+  void ArmTimer(uint32_t qi, Qp& q);
+  uint64_t TimeoutNs(const Qp& q) const;
+  bool DmaLocal(uint32_t qi, Qp& q, const Wr& w, uint64_t off, uint64_t len, uint8_t* remote,
+                bool to_remote);
+  const Mr* ResolveRkey(uint32_t dev, uint32_t pd, uint32_t rkey, uint64_t addr, uint64_t len,
+                        uint32_t need_access) const;
+  uint64_t Arrival(uint64_t depart_ns, uint64_t* last_arrival_ns);
+  bool PacketLost(uint32_t src_dev, uint32_t dst_dev);
+  void DestroyQpNow(uint32_t qi, bool scrub);
+  void DestroyCqNow(uint32_t ci);
+  void CloseCtxNow(uint32_t ci);
+  void FreeQpn(uint32_t dev, uint32_t qpn);
+  void LinkDown(uint32_t dev, uint64_t up_after_ns);
+  void LinkUp(uint32_t dev);
+  uint32_t FindDevice(uint32_t host, std::string_view name) const;
+  uint32_t FindQpByNumber(uint32_t dev, uint32_t qpn) const;
+  absl::Status ApplyScripted(const ScriptedFault& f);
+  void ShadowCheck(const void* addr, uint64_t len, bool local, std::string_view what);
+
+  FabricConfig config_;
+  hal::DeviceAttr limits_;
+  Prng prng_;
+  VirtualClock* clock_;
+  Trace* trace_;
+  uint32_t current_actor_ = 0;
+  uint64_t next_event_seq_ = 0;
+  std::priority_queue<Event, std::vector<Event>, EventLater> events_;
+
+  std::vector<Host> hosts_;
+  std::vector<Device> devices_;
+  std::vector<Context> ctxs_;
+  std::vector<Pd> pds_;
+  std::vector<Mr> mrs_;
+  std::vector<Channel> channels_;
+  std::vector<Cq> cqs_;
+  std::vector<std::unique_ptr<Qp>> qps_;
+
+  std::vector<Violation> violations_;
+  std::vector<uint64_t> calls_by_actor_;
+  std::array<uint64_t, static_cast<size_t>(ObjectKind::kCount)> live_{};
+  std::array<uint64_t, static_cast<size_t>(ObjectKind::kCount)> created_{};
+  ShadowMemory shadow_;
+  std::vector<ScriptedFault> missed_, external_;
+  FabricStats stats_;
+};
+
+}  // namespace ferry::sim
+
+#endif  // FERRY_SIM_RNIC_FABRIC_H_

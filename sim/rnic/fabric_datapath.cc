@@ -1,0 +1,970 @@
+// sim/rnic/fabric_datapath.cc: the simulated RNIC's data path: post_send,
+// packet events (requests, ACK/NAK, READ responses), the responder, the
+// retry timer, completions (per-QP order, seeded interleaving, error and
+// flush), CQ overrun, faults, and the hal::Verbs adapter (SimVerbs).
+//
+// What must stay true:
+// - Per QP, WRs complete in post order: done_seq only advances from the head,
+//   and a QP's CQEs reach its CQ through one FIFO (pending) whose ready times
+//   never decrease.
+// - Every DMA happens inside a packet event, touches only the packet's range
+//   of registered memory, and is checked against the shadow memory.
+// - Each loop is bounded by a queue length or a packet count.
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "base/check.h"
+#include "base/status_macros.h"
+#include "hal/errno_status.h"
+#include "sim/rnic/fabric.h"
+
+namespace ferry::sim {
+
+namespace {
+// Debian's Abseil has its own string_view: convert std::string_view for StrCat.
+inline absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+}  // namespace
+
+using hal::AsyncEventType;
+using hal::QpState;
+using hal::WcStatus;
+
+namespace {
+
+constexpr uint32_t kPsnMask = 0xffffff;
+constexpr uint64_t kNoSeq = ~uint64_t{0};
+constexpr uint64_t kHeaderBytes = 58;  // Eth+IP+UDP+BTH+RETH, roughly
+
+// Signed distance a - b in 24-bit PSN space.
+int32_t PsnDiff(uint32_t a, uint32_t b) {
+  const uint32_t d = (a - b) & kPsnMask;
+  return d >= 0x800000 ? static_cast<int32_t>(d) - 0x1000000 : static_cast<int32_t>(d);
+}
+
+absl::Status Errno(std::string_view call, int err) { return hal::ErrnoToStatus(call, err); }
+
+bool Executing(QpState s) { return s == QpState::kRts || s == QpState::kSqd; }
+
+}  // namespace
+
+// ------------------------------------------------------------------ events
+
+void Fabric::Push(EvType type, uint64_t t_ns, uint32_t a, uint32_t b, uint64_t c, uint32_t d) {
+  FERRY_CHECK_LT(events_.size(), size_t{1} << 28);
+  events_.push(Event{t_ns, next_event_seq_++, c, a, b, d, type});
+}
+
+bool Fabric::Runnable() { return !events_.empty() && events_.top().t_ns <= clock_->NowNs(); }
+
+uint64_t Fabric::Step() {
+  for (uint32_t n = 0; n < config_.events_per_step_max && Runnable(); ++n) {
+    const Event e = events_.top();
+    events_.pop();
+    Dispatch(e);
+  }
+  return 0;
+}
+
+std::optional<uint64_t> Fabric::NextWakeNs() {
+  if (events_.empty()) return std::nullopt;
+  return events_.top().t_ns;
+}
+
+void Fabric::RunUntil(uint64_t t_ns) {
+  while (!events_.empty() && events_.top().t_ns <= t_ns) {
+    const Event e = events_.top();
+    events_.pop();
+    clock_->AdvanceTo(e.t_ns);
+    Dispatch(e);
+  }
+  clock_->AdvanceTo(t_ns);
+}
+
+bool Fabric::Settle(uint64_t budget_ns) {
+  const uint64_t end = clock_->NowNs() + budget_ns;
+  while (!events_.empty() && events_.top().t_ns <= end) {
+    const Event e = events_.top();
+    events_.pop();
+    clock_->AdvanceTo(e.t_ns);
+    Dispatch(e);
+  }
+  return events_.empty();
+}
+
+void Fabric::Dispatch(const Event& e) {
+  ++stats_.events;
+  switch (e.type) {
+    case EvType::kReq:
+      OnReq(e);
+      break;
+    case EvType::kResp:
+      OnResp(e);
+      break;
+    case EvType::kTimer:
+      OnTimer(e);
+      break;
+    case EvType::kCqeDeliver:
+      DeliverPending(e.a);
+      break;
+    case EvType::kFaultTick:
+      for (uint32_t d = 0; d < devices_.size(); ++d) {
+        if (InjectFault(FaultKind::kLinkDown)) {
+          LinkDown(d, config_.link_down_ns);
+        } else if (InjectFault(FaultKind::kPortFlap)) {
+          LinkDown(d, config_.port_flap_ns);
+        }
+      }
+      Push(EvType::kFaultTick, clock_->NowNs() + config_.fault_tick_ns, 0, 0, 0, 0);
+      break;
+    case EvType::kScript: {
+      const ScriptedFault& f = config_.script[e.a];
+      if (!ApplyScripted(f).ok()) missed_.push_back(f);
+      break;
+    }
+    case EvType::kPortUp:
+      LinkUp(e.a);
+      break;
+  }
+}
+
+// ------------------------------------------------------------------ post
+
+hal::PostResult Fabric::VPostSend(uint32_t host, hal::QpHandle qph,
+                                  absl::Span<const hal::SendWr> chain) {
+  hal::PostResult r;
+  auto qi_or = CheckQp(host, qph, "ibv_post_send");
+  if (!qi_or.ok()) {
+    r.status = qi_or.status();
+    return r;
+  }
+  const uint32_t qi = *qi_or;
+  Qp& q = *qps_[qi];
+  uint64_t enomem_at = kNoSeq;
+  if (q.script_post_enomem > 0) {
+    --q.script_post_enomem;
+    CountFault(FaultKind::kPostSendEnomem);
+    enomem_at = 0;
+  } else if (!chain.empty() && InjectFault(FaultKind::kPostSendEnomem)) {
+    enomem_at = prng_.Below(chain.size());
+  }
+  const QpState s = q.attr.qp_state;
+  const bool can_post = s == QpState::kRts || s == QpState::kSqd || s == QpState::kErr;
+  const uint64_t mtu = std::min(hal::MtuBytes(q.attr.path_mtu), hal::MtuBytes(config_.active_mtu));
+  for (uint32_t i = 0; i < chain.size(); ++i) {
+    const hal::SendWr& wr = chain[i];
+    int err = 0;
+    uint64_t len = 0;
+    if (i == enomem_at) {
+      err = ENOMEM;
+    } else if (!can_post) {
+      err = EINVAL;
+    } else if (wr.opcode != hal::Opcode::kRdmaWrite && wr.opcode != hal::Opcode::kRdmaRead) {
+      err = EINVAL;  // SEND/WRITE_WITH_IMM need receive queues: not modelled
+    } else if (wr.num_sge > q.cap.max_send_sge || wr.num_sge > hal::kMaxSgeInline) {
+      err = EINVAL;
+    } else if (q.post_seq - q.free_seq >= q.cap.max_send_wr) {
+      err = ENOMEM;  // slots free when CQEs are polled, not on execution
+    } else {
+      for (uint32_t k = 0; k < wr.num_sge; ++k) len += wr.sg_list[k].length;
+      if (len > (uint64_t{1} << 31)) err = EINVAL;
+    }
+    if (err != 0) {
+      r.status = Errno("ibv_post_send", err);
+      r.first_bad = i;
+      if (Executing(s) && !q.hung) Kick(qi);
+      return r;
+    }
+    Wr& w = q.sq[q.post_seq % q.sq.size()];
+    w.seq = q.post_seq++;
+    w.wr = wr;
+    w.len = len;
+    w.npkts = static_cast<uint32_t>(std::max<uint64_t>(1, (len + mtu - 1) / mtu));
+    w.vpsn_first = q.next_vpsn;
+    q.next_vpsn += w.npkts;
+    w.signaled = q.sq_sig_all || (wr.send_flags & hal::kSendSignaled) != 0;
+    w.started = false;
+    ++stats_.wrs_posted;
+    if (s == QpState::kErr && !q.hung && q.done_seq == w.seq) {
+      // Posted in ERR: flushed at once.
+      ++q.done_seq;
+      q.send_seq = q.post_seq;
+      q.sent_vpsn = q.ack_vpsn = q.next_vpsn;
+      EmitCqe(qi, q, w, WcStatus::kWrFlushErr);
+    }
+  }
+  r.first_bad = static_cast<uint32_t>(chain.size());
+  if (s == QpState::kRts && !q.hung) Kick(qi);
+  return r;
+}
+
+// ------------------------------------------------------------------ requester
+
+uint64_t Fabric::TimeoutNs(const Qp& q) const { return uint64_t{4096} << q.attr.timeout; }
+
+void Fabric::ArmTimer(uint32_t qi, Qp& q) {
+  if (q.timer_pending || q.attr.timeout == 0 || q.sent_vpsn == q.ack_vpsn) return;
+  q.timer_pending = true;
+  Push(EvType::kTimer, q.last_progress_ns + TimeoutNs(q), qi, 0, 0, 0);
+}
+
+bool Fabric::StartWr(uint32_t qi, Qp& q, Wr& w) {
+  w.started = true;
+  if (InjectFault(FaultKind::kWrFlush)) {
+    RaiseAsync(q.ctx, AsyncEventType::kQpFatal, qi, kNone, 0);
+    EnterErr(qi, q);
+    return false;
+  }
+  // Local keys are checked when the WR starts executing (as hardware does):
+  // a bad lkey or range completes LOC_PROT_ERR.
+  for (uint32_t k = 0; k < w.wr.num_sge; ++k) {
+    const hal::Sge& sge = w.wr.sg_list[k];
+    const uint32_t idx = sge.lkey >> 8;
+    bool ok = idx != 0 && idx <= mrs_.size();
+    if (ok) {
+      const Mr& m = mrs_[idx - 1];
+      ok = m.alive && m.key == sge.lkey && m.dev == q.dev && m.pd == q.pd &&
+           sge.addr >= reinterpret_cast<uint64_t>(m.addr) &&
+           sge.addr + sge.length <= reinterpret_cast<uint64_t>(m.addr) + m.len &&
+           (w.wr.opcode != hal::Opcode::kRdmaRead || (m.access & hal::kAccessLocalWrite) != 0);
+    }
+    if (!ok) {
+      FailAndFlush(qi, q, w.seq, WcStatus::kLocProtErr);
+      return false;
+    }
+  }
+  return true;
+}
+
+void Fabric::Kick(uint32_t qi) {
+  Qp& q = *qps_[qi];
+  if (!q.alive || q.attr.qp_state != QpState::kRts || q.hung) return;
+  const bool was_idle = q.sent_vpsn == q.ack_vpsn;
+  while (q.send_seq < q.post_seq) {
+    Wr& w = q.sq[q.send_seq % q.sq.size()];
+    if (!w.started && !StartWr(qi, q, w)) return;
+    const uint64_t end = w.vpsn_first + w.npkts;
+    if (q.sent_vpsn < w.vpsn_first) q.sent_vpsn = w.vpsn_first;
+    for (; q.sent_vpsn < end; ++q.sent_vpsn) SendReq(qi, q, w, q.sent_vpsn);
+    ++q.send_seq;
+  }
+  if (was_idle && q.sent_vpsn != q.ack_vpsn) q.last_progress_ns = clock_->NowNs();
+  ArmTimer(qi, q);
+}
+
+uint64_t Fabric::Arrival(uint64_t depart_ns, uint64_t* last_arrival_ns) {
+  uint64_t t = depart_ns + config_.link_latency_ns;
+  if (config_.link_jitter_ns != 0) t += prng_.Below(config_.link_jitter_ns + 1);
+  if (config_.straggler.num != 0 && prng_.Chance(config_.straggler)) {
+    t += prng_.Below(config_.fabric_lifetime_ns + 1);
+  }
+  t = std::max(t, *last_arrival_ns);  // one path is FIFO
+  *last_arrival_ns = t;
+  return t;
+}
+
+bool Fabric::PacketLost(uint32_t src_dev, uint32_t dst_dev) {
+  if (dst_dev == kNone || !devices_[src_dev].port_up || !devices_[dst_dev].port_up) return true;
+  return InjectFault(FaultKind::kPacketLoss);
+}
+
+void Fabric::SendReq(uint32_t qi, Qp& q, Wr& w, uint64_t vpsn) {
+  ++stats_.packets_sent;
+  const uint64_t mtu = std::min(hal::MtuBytes(q.attr.path_mtu), hal::MtuBytes(config_.active_mtu));
+  const uint64_t off = (vpsn - w.vpsn_first) * mtu;
+  const uint64_t len =
+      w.wr.opcode == hal::Opcode::kRdmaWrite && off < w.len ? std::min(mtu, w.len - off) : 0;
+  const uint64_t ser = std::max<uint64_t>(1, (len + kHeaderBytes) * 8 / config_.link_gbps);
+  q.tx_free_ns = std::max(clock_->NowNs(), q.tx_free_ns) + ser;
+  if (q.script_drop > 0) {
+    --q.script_drop;
+    CountFault(FaultKind::kPacketLoss);
+    ++stats_.packets_dropped;
+    return;
+  }
+  if (PacketLost(q.dev, q.dst_dev)) {
+    ++stats_.packets_dropped;
+    return;
+  }
+  const uint64_t t = Arrival(q.tx_free_ns, &q.last_req_arrival_ns);
+  Push(EvType::kReq, t, qi, static_cast<uint32_t>(w.seq), vpsn,
+       static_cast<uint32_t>((q.psn_base + vpsn) & kPsnMask));
+}
+
+void Fabric::SendResp(Qp& r, uint32_t req_qi, RespKind kind, uint64_t vpsn) {
+  ++stats_.packets_sent;
+  if (PacketLost(r.dev, qps_[req_qi]->dev)) {
+    ++stats_.packets_dropped;
+    return;
+  }
+  const uint64_t t = Arrival(clock_->NowNs(), &r.last_resp_arrival_ns);
+  Push(EvType::kResp, t, req_qi, kind, vpsn, 0);
+}
+
+void Fabric::ShadowCheck(const void* addr, uint64_t len, bool local, std::string_view what) {
+  if (shadow_.empty()) return;
+  auto v = shadow_.Check(addr, len);
+  if (v.has_value()) {
+    Violate(local ? ViolationKind::kLocalAfterRelease : ViolationKind::kRemoteAfterFence,
+            absl::StrCat(*v, " (", AV(what), ")"))
+        .IgnoreError();
+  }
+}
+
+const Fabric::Mr* Fabric::ResolveRkey(uint32_t dev, uint32_t pd, uint32_t rkey, uint64_t addr,
+                                      uint64_t len, uint32_t need_access) const {
+  const uint32_t idx = rkey >> 8;
+  if (idx == 0 || idx > mrs_.size()) return nullptr;
+  const Mr& m = mrs_[idx - 1];
+  if (!m.alive || m.key != rkey || m.dev != dev || (pd != kNone && m.pd != pd)) return nullptr;
+  if ((m.access & need_access) != need_access) return nullptr;
+  const uint64_t base = reinterpret_cast<uint64_t>(m.addr);
+  if (addr < base || addr + len > base + m.len || addr + len < addr) return nullptr;
+  return &m;
+}
+
+bool Fabric::DmaLocal(uint32_t qi, Qp& q, const Wr& w, uint64_t off, uint64_t len, uint8_t* remote,
+                      bool to_remote) {
+  (void)qi;
+  uint64_t pos = 0;
+  uint64_t done = 0;
+  for (uint32_t k = 0; k < w.wr.num_sge && done < len; ++k) {
+    const hal::Sge& sge = w.wr.sg_list[k];
+    const uint64_t s_end = pos + sge.length;
+    if (s_end > off + done) {
+      const uint64_t start = off + done - pos;
+      const uint64_t n = std::min<uint64_t>(sge.length - start, len - done);
+      const uint32_t idx = sge.lkey >> 8;
+      if (idx == 0 || idx > mrs_.size()) return false;
+      const Mr& m = mrs_[idx - 1];
+      if (!m.alive || m.key != sge.lkey || m.dev != q.dev) return false;
+      uint8_t* local = reinterpret_cast<uint8_t*>(sge.addr) + start;
+      ShadowCheck(local, n, true, to_remote ? "local source of WRITE" : "local target of READ");
+      if (to_remote) {
+        std::memcpy(remote + done, local, n);
+      } else {
+        std::memcpy(local, remote + done, n);
+      }
+      done += n;
+    }
+    pos = s_end;
+  }
+  return true;
+}
+
+// ------------------------------------------------------------------ responder
+
+void Fabric::OnReq(const Event& e) {
+  Qp& rq = *qps_[e.a];
+  auto drop = [this] { ++stats_.packets_dropped; };
+  if (!rq.alive || rq.sq.empty()) return drop();  // requester gone: no DMA of its memory
+  const Wr* wp = nullptr;
+  {
+    // Find the WR by its low 32 bits: it lies within the ring window.
+    const uint64_t lo = rq.post_seq > rq.sq.size() ? rq.post_seq - rq.sq.size() : 0;
+    uint64_t seq = (rq.post_seq & ~uint64_t{0xffffffff}) | e.b;
+    if (seq >= rq.post_seq) seq -= uint64_t{1} << 32;
+    if (seq >= lo && seq < rq.post_seq) {
+      const Wr& cand = rq.sq[seq % rq.sq.size()];
+      if (cand.seq == seq && e.c >= cand.vpsn_first && e.c < cand.vpsn_first + cand.npkts) {
+        wp = &cand;
+      }
+    }
+  }
+  if (wp == nullptr) return drop();
+  const Wr& wr = *wp;
+  const uint32_t dev = rq.dst_dev;
+  if (dev == kNone || !devices_[dev].port_up) return drop();
+  const uint32_t ri = FindQpByNumber(dev, rq.attr.dest_qp_num);
+  if (ri == kNone) return drop();
+  Qp& r = *qps_[ri];
+  const QpState rs = r.attr.qp_state;
+  if (rs != QpState::kRtr && rs != QpState::kRts && rs != QpState::kSqd) return drop();
+  const int32_t diff = PsnDiff(e.d, r.epsn);
+  if (diff > 0) {  // a gap: NAK once with the expected PSN
+    if (!r.nak_sent) {
+      r.nak_sent = true;
+      SendResp(r, e.a, kNakSeq, e.c - static_cast<uint64_t>(diff));
+    }
+    return drop();
+  }
+  const bool dup = diff < 0;
+  if (dup) ++stats_.duplicates;
+  if (rs == QpState::kRtr && !r.comm_est_sent) {
+    r.comm_est_sent = true;
+    RaiseAsync(r.ctx, AsyncEventType::kCommEst, ri, kNone, 0);
+  }
+  const uint64_t mtu = std::min(hal::MtuBytes(rq.attr.path_mtu), hal::MtuBytes(config_.active_mtu));
+  const uint64_t off = (e.c - wr.vpsn_first) * mtu;
+  const uint64_t len = off < wr.len ? std::min(mtu, wr.len - off) : 0;
+  const bool is_write = wr.wr.opcode == hal::Opcode::kRdmaWrite;
+  const bool last = e.c + 1 == wr.vpsn_first + wr.npkts;
+  if (dup && is_write) {  // re-acknowledged without executing
+    SendResp(r, e.a, kAck, e.c);
+    return;
+  }
+  const uint32_t need = is_write ? hal::kAccessRemoteWrite : hal::kAccessRemoteRead;
+  const Mr* m = (r.attr.qp_access_flags & need) == need
+                    ? ResolveRkey(dev, r.pd, wr.wr.rkey, wr.wr.remote_addr, wr.len, need)
+                    : nullptr;
+  if (m == nullptr) {
+    // Access violation: REM_ACCESS_ERR at the requester, responder to ERR.
+    SendResp(r, e.a, kNakAccess, e.c);
+    RaiseAsync(r.ctx, AsyncEventType::kQpAccessErr, ri, kNone, 0);
+    EnterErr(ri, r);
+    return;
+  }
+  if (is_write) {
+    uint8_t* dst = m->addr + (wr.wr.remote_addr - reinterpret_cast<uint64_t>(m->addr)) + off;
+    ShadowCheck(dst, len, false, "remote target of WRITE");
+    if (!DmaLocal(e.a, rq, wr, off, len, dst, true)) {
+      // The requester's local MR vanished mid-WR: nothing placed.
+      if (Executing(rq.attr.qp_state)) FailAndFlush(e.a, rq, wr.seq, WcStatus::kLocProtErr);
+      return;
+    }
+    ++stats_.packets_executed;
+    r.epsn = (r.epsn + 1) & kPsnMask;
+    r.nak_sent = false;
+    if (last) SendResp(r, e.a, kAck, e.c);
+    return;
+  }
+  // READ: the response carries the data; it is placed when it arrives.
+  if (!dup) {
+    ++stats_.packets_executed;
+    r.epsn = (r.epsn + 1) & kPsnMask;
+    r.nak_sent = false;
+  }
+  SendResp(r, e.a, kReadResp, e.c);
+}
+
+// ------------------------------------------------------------------ responses
+
+void Fabric::CompleteHead(uint32_t qi, Qp& q) {
+  Wr& w = q.sq[q.done_seq % q.sq.size()];
+  FERRY_CHECK_EQ(w.seq, q.done_seq);
+  ++q.done_seq;
+  EmitCqe(qi, q, w, WcStatus::kSuccess);
+}
+
+void Fabric::AckUpTo(uint32_t qi, Qp& q, uint64_t last) {
+  bool progress = false;
+  while (q.done_seq < q.post_seq && q.ack_vpsn <= last && Executing(q.attr.qp_state)) {
+    Wr& w = q.sq[q.done_seq % q.sq.size()];
+    const uint64_t end = w.vpsn_first + w.npkts;
+    if (w.wr.opcode == hal::Opcode::kRdmaRead) {
+      // An ACK beyond an unfinished READ: its response was lost (implied
+      // NAK): retransmit from the READ.
+      ++q.retransmits;
+      ++stats_.retransmits;
+      q.sent_vpsn = q.ack_vpsn;
+      q.send_seq = q.done_seq;
+      Kick(qi);
+      break;
+    }
+    progress = true;
+    if (last + 1 >= end) {
+      q.ack_vpsn = end;
+      CompleteHead(qi, q);
+    } else {
+      q.ack_vpsn = last + 1;
+      break;
+    }
+  }
+  if (progress) {
+    q.retries = 0;
+    q.last_progress_ns = clock_->NowNs();
+  }
+}
+
+void Fabric::OnResp(const Event& e) {
+  Qp& q = *qps_[e.a];
+  if (!q.alive || q.hung || !Executing(q.attr.qp_state)) return;
+  const uint64_t vpsn = e.c;
+  switch (static_cast<RespKind>(e.b)) {
+    case kAck:
+      if (vpsn >= q.ack_vpsn) AckUpTo(e.a, q, vpsn);
+      break;
+    case kReadResp: {
+      if (vpsn != q.ack_vpsn || q.done_seq >= q.post_seq) return;
+      Wr& w = q.sq[q.done_seq % q.sq.size()];
+      if (w.wr.opcode != hal::Opcode::kRdmaRead || vpsn < w.vpsn_first ||
+          vpsn >= w.vpsn_first + w.npkts) {
+        return;
+      }
+      const uint64_t mtu =
+          std::min(hal::MtuBytes(q.attr.path_mtu), hal::MtuBytes(config_.active_mtu));
+      const uint64_t off = (vpsn - w.vpsn_first) * mtu;
+      const uint64_t len = off < w.len ? std::min(mtu, w.len - off) : 0;
+      if (len > 0) {
+        if (q.dst_dev == kNone) return;
+        const Mr* m = ResolveRkey(q.dst_dev, kNone, w.wr.rkey, w.wr.remote_addr, w.len,
+                                  hal::kAccessRemoteRead);
+        if (m == nullptr) return;  // target fenced meanwhile: retry will NAK
+        uint8_t* src = m->addr + (w.wr.remote_addr - reinterpret_cast<uint64_t>(m->addr)) + off;
+        ShadowCheck(src, len, false, "remote source of READ");
+        if (!DmaLocal(e.a, q, w, off, len, src, false)) {
+          FailAndFlush(e.a, q, w.seq, WcStatus::kLocProtErr);
+          return;
+        }
+      }
+      ++q.ack_vpsn;
+      q.retries = 0;
+      q.last_progress_ns = clock_->NowNs();
+      if (q.ack_vpsn == w.vpsn_first + w.npkts) CompleteHead(e.a, q);
+      break;
+    }
+    case kNakSeq:
+      if (vpsn < q.ack_vpsn) return;
+      if (vpsn > q.ack_vpsn) AckUpTo(e.a, q, vpsn - 1);
+      if (!Executing(q.attr.qp_state) || q.sent_vpsn == q.ack_vpsn) return;
+      ++q.retransmits;
+      ++stats_.retransmits;
+      q.sent_vpsn = q.ack_vpsn;
+      q.send_seq = q.done_seq;
+      Kick(e.a);
+      break;
+    case kNakAccess: {
+      if (vpsn < q.ack_vpsn) return;
+      if (vpsn > q.ack_vpsn) AckUpTo(e.a, q, vpsn - 1);
+      if (!Executing(q.attr.qp_state)) return;
+      uint64_t fail = q.done_seq;
+      for (uint64_t s = q.done_seq; s < q.post_seq; ++s) {
+        const Wr& w = q.sq[s % q.sq.size()];
+        if (vpsn >= w.vpsn_first && vpsn < w.vpsn_first + w.npkts) {
+          fail = s;
+          break;
+        }
+      }
+      FailAndFlush(e.a, q, fail, WcStatus::kRemAccessErr);
+      break;
+    }
+  }
+}
+
+void Fabric::OnTimer(const Event& e) {
+  Qp& q = *qps_[e.a];
+  q.timer_pending = false;
+  if (!q.alive || q.hung || !Executing(q.attr.qp_state) || q.attr.timeout == 0 ||
+      q.sent_vpsn == q.ack_vpsn) {
+    return;
+  }
+  const uint64_t deadline = q.last_progress_ns + TimeoutNs(q);
+  if (clock_->NowNs() < deadline) {
+    ArmTimer(e.a, q);
+    return;
+  }
+  if (++q.retries > q.attr.retry_cnt) {
+    FailAndFlush(e.a, q, q.done_seq, WcStatus::kRetryExcErr);
+    return;
+  }
+  ++q.retransmits;
+  ++stats_.retransmits;
+  q.sent_vpsn = q.ack_vpsn;
+  q.send_seq = q.done_seq;
+  Kick(e.a);
+}
+
+// ------------------------------------------------------------------ errors
+
+void Fabric::FailAndFlush(uint32_t qi, Qp& q, uint64_t fail_seq, WcStatus status) {
+  q.attr.qp_state = QpState::kErr;
+  q.attr.cur_qp_state = QpState::kErr;
+  if (q.hung) return;  // a hung QP neither executes nor flushes
+  const bool no_flush = config_.mutations.on(base::Mutation::kSimNoFlushAfterError);
+  if (no_flush) {
+    if (fail_seq != kNoSeq && fail_seq >= q.done_seq && fail_seq < q.post_seq) {
+      q.done_seq = fail_seq + 1;
+      EmitCqe(qi, q, q.sq[fail_seq % q.sq.size()], status);
+    }
+    return;
+  }
+  const uint64_t end = q.post_seq;
+  for (uint64_t s = q.done_seq; s < end; ++s) {
+    q.done_seq = s + 1;
+    EmitCqe(qi, q, q.sq[s % q.sq.size()], s == fail_seq ? status : WcStatus::kWrFlushErr);
+    if (!q.alive) return;
+  }
+  q.send_seq = q.post_seq;
+  q.sent_vpsn = q.ack_vpsn = q.next_vpsn;
+}
+
+void Fabric::EnterErr(uint32_t qi, Qp& q) { FailAndFlush(qi, q, kNoSeq, WcStatus::kWrFlushErr); }
+
+// ------------------------------------------------------------------ CQEs
+
+void Fabric::EmitCqe(uint32_t qi, Qp& q, const Wr& w, WcStatus status) {
+  if (status == WcStatus::kSuccess && !w.signaled) return;
+  Cqe c;
+  c.qp = qi;
+  c.wr_seq = w.seq;
+  c.wc.wr_id = w.wr.wr_id;
+  c.wc.status = status;
+  c.wc.qp_num = q.qpn;
+  if (status == WcStatus::kSuccess) {
+    c.wc.opcode = w.wr.opcode;
+    c.wc.byte_len = static_cast<uint32_t>(w.len);
+    c.wc.vendor_err = 0;
+  } else if (config_.profile == RnicProfile::kRxe) {
+    // rxe: opcode 0 and vendor_err 0 (softroce.md); byte_len is garbage.
+    c.wc.opcode = static_cast<hal::Opcode>(0);
+    c.wc.byte_len = static_cast<uint32_t>(prng_.Next());
+    c.wc.vendor_err = 0;
+  } else {
+    c.wc.opcode = static_cast<hal::Opcode>(prng_.Below(4));
+    c.wc.byte_len = static_cast<uint32_t>(prng_.Next());
+    c.wc.vendor_err = status == WcStatus::kWrFlushErr ? 0xf9 : 0x80 + prng_.Below(16);
+  }
+  uint64_t delay = 0;
+  if (config_.cqe_jitter_ns != 0) delay = prng_.Below(config_.cqe_jitter_ns + 1);
+  if (q.script_late > 0) {
+    --q.script_late;
+    CountFault(FaultKind::kLateCqe);
+    delay += config_.late_cqe_max_ns;
+  } else if (InjectFault(FaultKind::kLateCqe)) {
+    delay += prng_.Range(1, std::max<uint64_t>(1, config_.late_cqe_max_ns));
+  }
+  const uint64_t now = clock_->NowNs();
+  uint64_t ready = now + delay;
+  if (!config_.mutations.on(base::Mutation::kSimPerQpOrderOff)) {
+    ready = std::max(ready, q.last_cqe_ready_ns);
+    q.last_cqe_ready_ns = ready;
+  }
+  const bool flush = status == WcStatus::kWrFlushErr;
+  if (ready <= now && q.pending.empty()) {
+    WriteCqe(qi, c, flush);
+    return;
+  }
+  FERRY_CHECK_LT(q.pending.size(), size_t{1} << 24);
+  q.pending.push_back(PendingCqe{ready, c, flush});
+  Push(EvType::kCqeDeliver, ready, qi, 0, 0, 0);
+}
+
+void Fabric::DeliverPending(uint32_t qi) {
+  Qp& q = *qps_[qi];
+  if (!q.alive) return;
+  const uint64_t now = clock_->NowNs();
+  if (!config_.mutations.on(base::Mutation::kSimPerQpOrderOff)) {
+    for (size_t n = q.pending.size(); n > 0 && !q.pending.empty(); --n) {
+      if (q.pending.front().ready_ns > now) break;
+      const PendingCqe p = q.pending.front();
+      q.pending.pop_front();
+      WriteCqe(qi, p.cqe, p.flush);
+      if (!q.alive) return;
+    }
+    return;
+  }
+  // Mutation: deliver whatever is ready, regardless of post order.
+  for (size_t i = 0; i < q.pending.size();) {
+    if (q.pending[i].ready_ns > now) {
+      ++i;
+      continue;
+    }
+    const PendingCqe p = q.pending[i];
+    q.pending.erase(q.pending.begin() + static_cast<std::ptrdiff_t>(i));
+    WriteCqe(qi, p.cqe, p.flush);
+    if (!q.alive) return;
+  }
+}
+
+void Fabric::Overrun(uint32_t ci) {
+  Cq& c = cqs_[ci];
+  if (c.errored) return;
+  c.errored = true;
+  c.count = 0;  // CQEs lost
+  RaiseAsync(c.ctx, AsyncEventType::kCqErr, kNone, ci, 0);
+}
+
+void Fabric::WriteCqe(uint32_t qi, const Cqe& cqe, bool flush) {
+  Qp& q = *qps_[qi];
+  const uint32_t ci = q.send_cq;
+  Cq& c = cqs_[ci];
+  if (!c.alive || c.errored) return;
+  if (flush && q.flush_dropped) return;  // rxe: rest of the SQ dropped silently
+  const bool full = c.count == c.capacity;
+  const bool forced = !full && InjectFault(FaultKind::kCqOverrun);
+  if (full || forced) {
+    if (full && flush && config_.profile == RnicProfile::kRxe) {
+      q.flush_dropped = true;
+      return;
+    }
+    if (config_.mutations.on(base::Mutation::kSimOverrunUndetected)) {
+      if (full) {  // silently overwrite the oldest CQE
+        c.head = c.head + 1 == c.capacity ? 0 : c.head + 1;
+        --c.count;
+      }
+    } else {
+      Overrun(ci);
+      if (q.attr.qp_state != QpState::kErr) {
+        RaiseAsync(q.ctx, AsyncEventType::kQpFatal, qi, kNone, 0);
+        EnterErr(qi, q);
+      }
+      return;
+    }
+  }
+  uint32_t slot = c.head + c.count;
+  if (slot >= c.capacity) slot -= c.capacity;
+  c.ring[slot] = cqe;
+  ++c.count;
+  ++stats_.cqes_written;
+  if (c.armed && (!c.solicited_only || cqe.wc.status != WcStatus::kSuccess)) {
+    c.armed = false;
+    channels_[c.channel].events.push_back(ci);
+  }
+}
+
+void Fabric::ScrubCq(uint32_t ci, uint32_t qi) {
+  Cq& c = cqs_[ci];
+  if (!c.alive || c.count == 0) return;
+  uint32_t kept = 0;
+  for (uint32_t i = 0; i < c.count; ++i) {
+    uint32_t from = c.head + i;
+    if (from >= c.capacity) from -= c.capacity;
+    if (c.ring[from].qp == qi) continue;
+    uint32_t to = c.head + kept;
+    if (to >= c.capacity) to -= c.capacity;
+    c.ring[to] = c.ring[from];
+    ++kept;
+  }
+  c.count = kept;
+}
+
+void Fabric::DropQpCqes(uint32_t qi) { qps_[qi]->pending.clear(); }
+
+void Fabric::ResetQpQueues(Qp& q) {
+  q.pending.clear();
+  q.done_seq = q.free_seq = q.send_seq = q.post_seq;
+  q.sent_vpsn = q.ack_vpsn = q.next_vpsn;
+  q.retries = 0;
+}
+
+// ------------------------------------------------------------------ world faults
+
+void Fabric::LinkDown(uint32_t dev, uint64_t up_after_ns) {
+  Device& d = devices_[dev];
+  if (!d.port_up) return;
+  d.port_up = false;
+  RaiseDeviceAsync(dev, AsyncEventType::kPortErr);
+  if (up_after_ns != 0) Push(EvType::kPortUp, clock_->NowNs() + up_after_ns, dev, 0, 0, 0);
+}
+
+void Fabric::LinkUp(uint32_t dev) {
+  Device& d = devices_[dev];
+  if (d.port_up) return;
+  d.port_up = true;
+  d.rtr_fail_until_ns = clock_->NowNs() + config_.rtr_fail_after_active_ns;
+  RaiseDeviceAsync(dev, AsyncEventType::kPortActive);
+}
+
+absl::Status Fabric::SetLinkUp(uint32_t host, std::string_view device, bool up) {
+  const uint32_t dev = host < hosts_.size() ? FindDevice(host, device) : kNone;
+  if (dev == kNone) return absl::NotFoundError(absl::StrCat("no AV(device) h", host, "/", AV(device)));
+  if (up) {
+    LinkUp(dev);
+  } else {
+    LinkDown(dev, 0);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Fabric::Inject(const ScriptedFault& f) { return ApplyScripted(f); }
+
+absl::Status Fabric::ApplyScripted(const ScriptedFault& f) {
+  switch (f.kind) {
+    case FaultKind::kPausedPeer:
+    case FaultKind::kCtrlDelay:
+    case FaultKind::kCtrlLoss:
+    case FaultKind::kCtrlDup:
+    case FaultKind::kCtrlReorder:
+    case FaultKind::kCtrlPartition:
+      external_.push_back(f);
+      return absl::OkStatus();
+    default:
+      break;
+  }
+  const FaultTarget& t = f.target;
+  if (t.host >= hosts_.size()) return absl::NotFoundError("no such host");
+  if (t.kind == TargetKind::kHost) {
+    if (f.kind == FaultKind::kPeerRestart) {
+      RestartHost(t.host);
+      return absl::OkStatus();
+    }
+    if (f.kind == FaultKind::kResourceFail) {
+      ++hosts_[t.host].script_resource_fail;
+      return absl::OkStatus();
+    }
+    return absl::InvalidArgumentError(absl::StrCat(AV(FaultKindName(f.kind)), " needs a qp/cq/dev"));
+  }
+  const uint32_t dev = FindDevice(t.host, t.device);
+  if (dev == kNone) return absl::NotFoundError(absl::StrCat("no AV(device) ", t.ToString()));
+  if (t.kind == TargetKind::kDevice) {
+    CountFault(f.kind);
+    switch (f.kind) {
+      case FaultKind::kLinkDown:
+        LinkDown(dev, 0);
+        return absl::OkStatus();
+      case FaultKind::kLinkUp:
+        LinkUp(dev);
+        return absl::OkStatus();
+      case FaultKind::kPortFlap:
+        LinkDown(dev, config_.port_flap_ns);
+        return absl::OkStatus();
+      case FaultKind::kGidChange:
+        RaiseDeviceAsync(dev, AsyncEventType::kGidChange);
+        return absl::OkStatus();
+      case FaultKind::kDeviceFatal:
+        for (uint32_t ci = 0; ci < ctxs_.size(); ++ci) {
+          if (!ctxs_[ci].alive || ctxs_[ci].dev != dev) continue;
+          ctxs_[ci].fatal = true;
+          RaiseAsync(ci, AsyncEventType::kDeviceFatal, kNone, kNone, 0);
+          for (uint32_t qi = 0; qi < qps_.size(); ++qi) {
+            Qp& q = *qps_[qi];
+            if (q.alive && q.ctx == ci && q.attr.qp_state != QpState::kReset) EnterErr(qi, q);
+          }
+        }
+        return absl::OkStatus();
+      case FaultKind::kResourceFail:
+        ++hosts_[t.host].script_resource_fail;
+        return absl::OkStatus();
+      default:
+        return absl::InvalidArgumentError(
+            absl::StrCat(AV(FaultKindName(f.kind)), " does not apply to a device"));
+    }
+  }
+  if (t.kind == TargetKind::kCq) {
+    for (uint32_t ci = 0; ci < cqs_.size(); ++ci) {
+      if (cqs_[ci].alive && cqs_[ci].dev == dev && cqs_[ci].ordinal == t.number) {
+        if (f.kind != FaultKind::kCqOverrun) {
+          return absl::InvalidArgumentError("only cq_overrun applies to a cq");
+        }
+        CountFault(f.kind);
+        Overrun(ci);
+        return absl::OkStatus();
+      }
+    }
+    return absl::NotFoundError(absl::StrCat("no cq ", t.ToString()));
+  }
+  const uint32_t qi = FindQpByNumber(dev, t.number);
+  if (qi == kNone) return absl::NotFoundError(absl::StrCat("no qp ", t.ToString()));
+  Qp& q = *qps_[qi];
+  switch (f.kind) {
+    case FaultKind::kWrFlush:
+      CountFault(f.kind);
+      if (q.attr.qp_state != QpState::kReset) {
+        RaiseAsync(q.ctx, AsyncEventType::kQpFatal, qi, kNone, 0);
+        EnterErr(qi, q);
+      }
+      return absl::OkStatus();
+    case FaultKind::kHungQp:
+      CountFault(f.kind);
+      q.hung = true;
+      return absl::OkStatus();
+    case FaultKind::kDestroyQpFail:
+      ++q.script_destroy_fail;
+      return absl::OkStatus();
+    case FaultKind::kModifyQpFail:
+      ++q.script_modify_fail;
+      return absl::OkStatus();
+    case FaultKind::kPostSendEnomem:
+      ++q.script_post_enomem;
+      return absl::OkStatus();
+    case FaultKind::kLateCqe:
+      ++q.script_late;
+      return absl::OkStatus();
+    case FaultKind::kPacketLoss:
+      ++q.script_drop;
+      return absl::OkStatus();
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat(AV(FaultKindName(f.kind)), " does not apply to a qp"));
+  }
+}
+
+// ------------------------------------------------------------------ SimVerbs
+
+// The hal::Verbs of one host: forwards to the Fabric with the host id.
+class SimVerbs final : public hal::Verbs {
+ public:
+  SimVerbs(Fabric* f, uint32_t host) : f_(f), host_(host) {}
+
+  absl::StatusOr<std::vector<hal::DeviceInfo>> ListDevices() override {
+    return f_->VListDevices(host_);
+  }
+  absl::StatusOr<hal::ContextHandle> OpenDevice(std::string_view name) override {
+    return f_->VOpenDevice(host_, name);
+  }
+  absl::Status CloseDevice(hal::ContextHandle ctx) override { return f_->VCloseDevice(host_, ctx); }
+  absl::StatusOr<hal::DeviceAttr> QueryDevice(hal::ContextHandle ctx) override {
+    return f_->VQueryDevice(host_, ctx);
+  }
+  absl::StatusOr<hal::PortAttr> QueryPort(hal::ContextHandle ctx, uint8_t port) override {
+    return f_->VQueryPort(host_, ctx, port);
+  }
+  absl::StatusOr<hal::Gid> QueryGid(hal::ContextHandle ctx, uint8_t port, int index) override {
+    return f_->VQueryGid(host_, ctx, port, index);
+  }
+  absl::StatusOr<hal::PdHandle> AllocPd(hal::ContextHandle ctx) override {
+    return f_->VAllocPd(host_, ctx);
+  }
+  absl::Status DeallocPd(hal::PdHandle pd) override { return f_->VDeallocPd(host_, pd); }
+  absl::StatusOr<hal::MrInfo> RegMr(hal::PdHandle pd, void* addr, size_t length,
+                                    uint32_t access) override {
+    return f_->VRegMr(host_, pd, addr, length, access);
+  }
+  absl::Status DeregMr(hal::MrHandle mr) override { return f_->VDeregMr(host_, mr); }
+  absl::StatusOr<hal::CompChannelHandle> CreateCompChannel(hal::ContextHandle ctx) override {
+    return f_->VCreateCompChannel(host_, ctx);
+  }
+  absl::Status DestroyCompChannel(hal::CompChannelHandle ch) override {
+    return f_->VDestroyCompChannel(host_, ch);
+  }
+  absl::StatusOr<hal::CqHandle> GetCqEvent(hal::CompChannelHandle ch) override {
+    return f_->VGetCqEvent(host_, ch);
+  }
+  void AckCqEvents(hal::CqHandle cq, uint32_t count) override {
+    f_->VAckCqEvents(host_, cq, count);
+  }
+  absl::StatusOr<hal::CqInfo> CreateCq(hal::ContextHandle ctx, uint32_t cqe,
+                                       hal::CompChannelHandle ch) override {
+    return f_->VCreateCq(host_, ctx, cqe, ch);
+  }
+  absl::Status DestroyCq(hal::CqHandle cq) override { return f_->VDestroyCq(host_, cq); }
+  absl::StatusOr<uint32_t> PollCq(hal::CqHandle cq, absl::Span<hal::WorkCompletion> out) override {
+    return f_->VPollCq(host_, cq, out);
+  }
+  absl::Status ReqNotifyCq(hal::CqHandle cq, bool solicited_only) override {
+    return f_->VReqNotifyCq(host_, cq, solicited_only);
+  }
+  absl::StatusOr<hal::QpInfo> CreateQp(hal::PdHandle pd, const hal::QpInitAttr& init) override {
+    return f_->VCreateQp(host_, pd, init);
+  }
+  absl::Status ModifyQp(hal::QpHandle qp, const hal::QpAttr& attr, uint32_t mask) override {
+    return f_->VModifyQp(host_, qp, attr, mask);
+  }
+  absl::StatusOr<hal::QpAttr> QueryQp(hal::QpHandle qp) override { return f_->VQueryQp(host_, qp); }
+  absl::Status DestroyQp(hal::QpHandle qp) override { return f_->VDestroyQp(host_, qp); }
+  hal::PostResult PostSend(hal::QpHandle qp, absl::Span<const hal::SendWr> chain) override {
+    return f_->VPostSend(host_, qp, chain);
+  }
+  absl::StatusOr<hal::AsyncEvent> GetAsyncEvent(hal::ContextHandle ctx) override {
+    return f_->VGetAsyncEvent(host_, ctx);
+  }
+  void AckAsyncEvent(const hal::AsyncEvent& event) override { f_->VAckAsyncEvent(host_, event); }
+  absl::StatusOr<int> CompChannelFd(hal::CompChannelHandle) override {
+    return absl::UnimplementedError("sim rnic: no file descriptors; the scheduler knows readiness");
+  }
+  absl::StatusOr<int> AsyncEventFd(hal::ContextHandle) override {
+    return absl::UnimplementedError("sim rnic: no file descriptors; the scheduler knows readiness");
+  }
+
+ private:
+  Fabric* f_;
+  uint32_t host_;
+};
+
+std::unique_ptr<hal::Verbs> Fabric::NewVerbs(uint32_t host) {
+  FERRY_CHECK_LT(host, hosts_.size());
+  return std::make_unique<SimVerbs>(this, host);
+}
+
+}  // namespace ferry::sim

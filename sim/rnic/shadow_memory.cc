@@ -1,0 +1,122 @@
+// sim/rnic/shadow_memory.cc: the granule interval map behind ShadowMemory.
+// What must stay true: map_ intervals are disjoint and non-empty; every
+// interval's owner index is valid.
+#include "sim/rnic/shadow_memory.h"
+
+#include <iterator>
+
+#include "absl/strings/str_format.h"
+#include "base/check.h"
+#include "base/fnv1a.h"
+
+namespace ferry::sim {
+namespace {
+
+uint64_t FirstGranule(const void* addr) {
+  return reinterpret_cast<uintptr_t>(addr) / kShadowGranuleBytes;
+}
+uint64_t EndGranule(const void* addr, size_t len) {
+  return (reinterpret_cast<uintptr_t>(addr) + len + kShadowGranuleBytes - 1) / kShadowGranuleBytes;
+}
+
+}  // namespace
+
+void ShadowMemory::SplitAt(uint64_t g) {
+  auto it = map_.upper_bound(g);
+  if (it == map_.begin()) return;
+  --it;
+  if (it->first == g || it->second.end_granule <= g) return;
+  Interval right = it->second;
+  it->second.end_granule = g;
+  map_.emplace(g, right);
+}
+
+void ShadowMemory::Assign(uint64_t first, uint64_t end, ShadowState state, uint32_t owner) {
+  FERRY_CHECK_LT(first, end);
+  SplitAt(first);
+  SplitAt(end);
+  auto it = map_.lower_bound(first);
+  while (it != map_.end() && it->first < end) it = map_.erase(it);
+  map_.emplace(first, Interval{end, state, owner});
+}
+
+void ShadowMemory::Claim(const void* addr, size_t len, uint64_t task_id, std::string_view label) {
+  if (len == 0) return;
+  owners_.push_back(ShadowOwner{task_id, std::string(label)});
+  Assign(FirstGranule(addr), EndGranule(addr, len), ShadowState::kOwned,
+         static_cast<uint32_t>(owners_.size() - 1));
+}
+
+void ShadowMemory::Release(const void* addr, size_t len) {
+  if (len == 0) return;
+  const uint64_t first = FirstGranule(addr);
+  const uint64_t end = EndGranule(addr, len);
+  SplitAt(first);
+  SplitAt(end);
+  for (auto it = map_.lower_bound(first); it != map_.end() && it->first < end; ++it) {
+    if (it->second.state == ShadowState::kOwned) it->second.state = ShadowState::kReleased;
+  }
+}
+
+void ShadowMemory::Fence(const void* addr, size_t len, uint64_t task_id, std::string_view why) {
+  if (len == 0) return;
+  owners_.push_back(ShadowOwner{task_id, std::string(why)});
+  Assign(FirstGranule(addr), EndGranule(addr, len), ShadowState::kFenced,
+         static_cast<uint32_t>(owners_.size() - 1));
+}
+
+void ShadowMemory::Forget(const void* addr, size_t len) {
+  if (len == 0) return;
+  const uint64_t first = FirstGranule(addr);
+  const uint64_t end = EndGranule(addr, len);
+  SplitAt(first);
+  SplitAt(end);
+  auto it = map_.lower_bound(first);
+  while (it != map_.end() && it->first < end) it = map_.erase(it);
+}
+
+std::optional<std::string> ShadowMemory::Check(const void* addr, size_t len) const {
+  if (map_.empty() || len == 0) return std::nullopt;
+  const uint64_t first = FirstGranule(addr);
+  const uint64_t end = EndGranule(addr, len);
+  auto it = map_.upper_bound(first);
+  if (it != map_.begin()) --it;
+  for (; it != map_.end() && it->first < end; ++it) {
+    if (it->second.end_granule <= first) continue;
+    if (it->second.state == ShadowState::kOwned) continue;
+    const ShadowOwner& o = owners_[it->second.owner];
+    const uint64_t g = it->first > first ? it->first : first;
+    return absl::StrFormat("DMA touched %s range of task %u (%s) at granule +%u (addr 0x%x)",
+                           it->second.state == ShadowState::kReleased ? "released" : "fenced",
+                           o.task_id, o.label, g - first, g * kShadowGranuleBytes);
+  }
+  return std::nullopt;
+}
+
+std::optional<ShadowState> ShadowMemory::StateAt(const void* addr) const {
+  const uint64_t g = FirstGranule(addr);
+  auto it = map_.upper_bound(g);
+  if (it == map_.begin()) return std::nullopt;
+  --it;
+  if (it->second.end_granule <= g) return std::nullopt;
+  return it->second.state;
+}
+
+uint8_t AttributableByte(uint64_t task_id, uint64_t offset) {
+  uint64_t h = base::Fnv1a64UpdateU64(base::kFnv1a64Offset, task_id);
+  h = base::Fnv1a64UpdateU64(h, offset / 8);
+  return static_cast<uint8_t>(h >> (8 * (offset % 8)));
+}
+
+void FillAttributable(std::span<uint8_t> bytes, uint64_t task_id, uint64_t offset0) {
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = AttributableByte(task_id, offset0 + i);
+}
+
+size_t FirstNotAttributable(std::span<const uint8_t> bytes, uint64_t task_id, uint64_t offset0) {
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    if (bytes[i] != AttributableByte(task_id, offset0 + i)) return i;
+  }
+  return bytes.size();
+}
+
+}  // namespace ferry::sim
