@@ -777,5 +777,68 @@ TEST_P(Rnic, HandleMisuseFailsTheRun) {
 INSTANTIATE_TEST_SUITE_P(Profiles, Rnic, ::testing::Values(RnicProfile::kMlx5, RnicProfile::kRxe),
                          ProfileParamName);
 
+// ---------------------------------------------------------------- mutations
+// Each test switches one rule off on purpose and expects the check that
+// guards the rule to see the breakage (only in builds with FERRY_MUTATIONS).
+
+#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
+FabricConfig Mutated(RnicProfile p, base::Mutation m) {
+  FabricConfig c;
+  c.profile = p;
+  c.mutations.Enable(m);
+  return c;
+}
+
+TEST(MutationDetect, PerQpOrderOffBreaksPerQpOrder) {
+  auto wcs =
+      RunOrderWorkload(Mutated(RnicProfile::kMlx5, base::Mutation::kSimPerQpOrderOff), 3, 2, 100);
+  ASSERT_EQ(wcs.size(), 200u);
+  EXPECT_FALSE(PerQpOrderHolds(wcs));
+}
+
+TEST(MutationDetect, NoFlushAfterErrorBreaksErrorThenFlush) {
+  World w(Mutated(RnicProfile::kMlx5, base::Mutation::kSimNoFlushAfterError));
+  auto p = w.Connect();
+  std::vector<hal::SendWr> chain;
+  for (uint64_t i = 0; i < 6; ++i) chain.push_back(w.Write(i, 64 * i, 64 * i, 64));
+  chain[3].rkey ^= 0x1;
+  ASSERT_TRUE(w.va().PostSend(p.a.qp, chain).status.ok());
+  auto wcs = w.PollN(w.a(), 6, 1'000'000'000);
+  EXPECT_FALSE(ErrorThenFlushHolds(wcs, 6, 3, WcStatus::kRemAccessErr));
+}
+
+TEST(MutationDetect, ScrubUnderRxeRemovesLeftoverCqes) {
+  World w(Mutated(RnicProfile::kRxe, base::Mutation::kSimScrubUnderRxe));
+  auto p = w.Connect();
+  hal::SendWr wr = w.Write(1, 0, 0, 8);
+  ASSERT_TRUE(w.va().PostSend(p.a.qp, {&wr, 1}).status.ok());
+  w.fabric().Settle(1'000'000'000);
+  ASSERT_TRUE(w.va().DestroyQp(p.a.qp).ok());
+  EXPECT_EQ(w.fabric().TruthOf(w.a().cq)->present, 0u);  // rxe would leave 1
+}
+
+TEST(MutationDetect, OverrunUndetectedKeepsCqUsable) {
+  World w(Mutated(RnicProfile::kMlx5, base::Mutation::kSimOverrunUndetected), 1, 4);
+  auto p = w.Connect();
+  std::vector<hal::SendWr> chain;
+  for (uint64_t i = 0; i <= w.a().cqe; ++i) chain.push_back(w.Write(i, 0, 0, 8));
+  ASSERT_TRUE(w.va().PostSend(p.a.qp, chain).status.ok());
+  w.fabric().Settle(1'000'000'000);
+  EXPECT_FALSE(w.fabric().TruthOf(w.a().cq)->errored);
+  hal::WorkCompletion wc[64];
+  EXPECT_TRUE(w.va().PollCq(w.a().cq, absl::MakeSpan(wc, 64)).ok());
+}
+
+TEST(MutationDetect, DestroyFailSilentlyLeavesQpAliveAfterOk) {
+  World w(Mutated(RnicProfile::kMlx5, base::Mutation::kSimDestroyFailSilently));
+  auto p = w.Connect();
+  ASSERT_TRUE(w.fabric()
+                  .Inject({0, FaultKind::kDestroyQpFail, {TargetKind::kQp, 0, "sim0", p.a.qp_num}})
+                  .ok());
+  EXPECT_TRUE(w.va().DestroyQp(p.a.qp).ok());
+  EXPECT_TRUE(w.fabric().TrueStateOf(p.a.qp).ok());  // alive although destroy said OK
+}
+#endif  // FERRY_MUTATIONS
+
 }  // namespace
 }  // namespace ferry::sim
