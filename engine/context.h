@@ -1,0 +1,165 @@
+// engine/context.h: one device context: device, PD, completion channels,
+// the workers' CQs and the MR table of one local RNIC (DESIGN.md section 4,
+// C7).
+//
+// Owns: every verbs handle of the device except QPs (endpoints own those).
+// Bring-up (Enable) runs at engine construction, before the listener starts
+// and before any worker runs: nothing can race it. Each handle is wrapped in
+// an Owned<> the moment its create call returns, so rollback and teardown act
+// on held handles, never on a state flag.
+//
+// Thread safety: Enable/Disable/Reenable run when no worker touches the
+// context (construction, shutdown after workers stopped, or the owner of a
+// DEVICE_FATAL recovery once every endpoint on it is gone). The MR table
+// (RegisterRegion/DeregisterRegion/keys) is the one piece of cross-thread
+// state here and is guarded by mu_. A CQ is used only by the worker it
+// belongs to (cq(worker, i)).
+//
+// What must stay true:
+// - A failed Enable releases exactly what it created, each once, and leaves
+//   the context empty, so a later Enable can succeed (C7).
+// - Disable is idempotent and resumable: a handle whose destroy failed stays
+//   held and the next Disable retries it; nothing is destroyed twice.
+// - Reenable (after DEVICE_FATAL) closes the device (which frees every
+//   object it holds: those handles are forgotten, not destroyed again),
+//   brings it up again and re-registers every region, so its rkeys change;
+//   the engine then bumps the segment-descriptor version.
+#ifndef FERRY_ENGINE_CONTEXT_H_
+#define FERRY_ENGINE_CONTEXT_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "base/mutation.h"
+#include "engine/handles.h"
+#include "ferry/config.h"
+#include "hal/types.h"
+#include "hal/verbs.h"
+
+namespace ferry::engine {
+
+// Keys of one registered region on one context.
+struct RegionKeys {
+  uint32_t lkey = 0;
+  uint32_t rkey = 0;
+};
+
+class Context {
+ public:
+  // Bring-up stages, in order; a failure at stage k releases stages < k.
+  enum class Stage : uint8_t {
+    kOpenDevice,
+    kQuery,
+    kAllocPd,
+    kCompChannels,
+    kCqs,
+    kArmCqs,
+    kDone,
+  };
+
+  // `verbs`, `ledger` and `mutations` (nullable) must outlive the context.
+  Context(hal::Verbs* verbs, std::string device, const EngineConfig& config, uint32_t index,
+          HandleLedger* ledger, const base::Mutations* mutations);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  // Brings the device up (open, query, PD, one completion channel and
+  // cqs_per_worker CQs per worker, CQs armed). On failure every handle
+  // created so far is released (each once) and the error is returned with
+  // the stage named. Precondition: the context is empty (!enabled()).
+  absl::Status Enable();
+  // Releases every held handle in dependency order (MRs, CQs, channels, PD,
+  // device). Idempotent; on a failed destroy the handle stays held and the
+  // first error is returned (call again to retry). QPs must be gone first.
+  absl::Status Disable();
+  // DEVICE_FATAL recovery: close the device (forgetting every object it
+  // held), Enable again, re-register every region. Precondition: no
+  // endpoint holds a QP on this context.
+  absl::Status Reenable();
+
+  bool enabled() const { return enabled_; }
+  bool empty() const;  // no handle held at all
+  uint32_t index() const { return index_; }
+  const std::string& device() const { return device_; }
+  hal::Verbs* verbs() const { return verbs_; }
+  hal::ContextHandle handle() const { return ctx_.get(); }
+  hal::PdHandle pd() const { return pd_.get(); }
+  const hal::Gid& gid() const { return gid_; }
+  uint16_t lid() const { return lid_; }
+  hal::Mtu active_mtu() const { return active_mtu_; }
+  uint8_t port_num() const { return port_num_; }
+  int gid_index() const { return gid_index_; }
+  const hal::DeviceAttr& device_attr() const { return attr_; }
+  uint32_t cqe_capacity() const { return cqe_capacity_; }
+  Stage reached() const { return reached_; }
+
+  // The CQs and channel of one worker (worker < config.workers).
+  uint32_t cqs_per_worker() const { return cqs_per_worker_; }
+  hal::CqHandle cq(uint32_t worker, uint32_t i) const;
+  hal::CompChannelHandle channel(uint32_t worker) const;
+  // Replaces a worker's CQ after CQ_ERR (the old one is destroyed first).
+  // Owner worker only.
+  absl::Status RecreateCq(uint32_t worker, uint32_t i);
+
+  // ------------------------------------------------------------ MR table
+  // Registers [addr, addr+len) under `region` (any thread). On failure
+  // nothing stays registered.
+  absl::StatusOr<RegionKeys> RegisterRegion(uint64_t region, void* addr, size_t len_bytes);
+  // Deregisters `region`; kNotFound if unknown. On a failed dereg the MR
+  // stays in the table.
+  absl::Status DeregisterRegion(uint64_t region);
+  absl::StatusOr<RegionKeys> KeysOf(uint64_t region) const;
+  size_t region_count() const;
+
+ private:
+  struct Region {
+    void* addr = nullptr;
+    size_t len_bytes = 0;
+    OwnedMr mr;
+    RegionKeys keys;
+  };
+  absl::Status EnableStages();
+  void ForgetAll();  // after CloseDevice destroyed every object
+
+  hal::Verbs* const verbs_;
+  const std::string device_;
+  const uint32_t index_;
+  const uint32_t workers_;
+  const uint32_t cqs_per_worker_;
+  const uint32_t cqe_limit_;
+  const uint32_t wr_depth_;
+  const uint32_t qps_per_endpoint_;
+  const uint8_t port_num_;
+  const int gid_index_config_;
+  HandleLedger* const ledger_;
+  const base::Mutations* const mutations_;
+
+  bool enabled_ = false;
+  Stage reached_ = Stage::kOpenDevice;
+  OwnedContext ctx_;
+  OwnedPd pd_;
+  std::vector<OwnedCompChannel> channels_;  // one per worker
+  std::vector<OwnedCq> cqs_;                // worker * cqs_per_worker + i
+  hal::DeviceAttr attr_;
+  hal::Gid gid_;
+  int gid_index_ = 0;
+  uint16_t lid_ = 0;
+  hal::Mtu active_mtu_ = hal::Mtu::k1024;
+  uint32_t cqe_capacity_ = 0;
+
+  mutable absl::Mutex mu_;
+  std::map<uint64_t, Region> regions_ ABSL_GUARDED_BY(mu_);
+};
+
+std::string_view ContextStageName(Context::Stage s);
+
+}  // namespace ferry::engine
+
+#endif  // FERRY_ENGINE_CONTEXT_H_

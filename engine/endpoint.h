@@ -1,0 +1,178 @@
+// engine/endpoint.h: one connection to a peer NIC: N data RC QPs with their
+// FIFOs of posted WRs, the handshake state and the retire ladder
+// (DESIGN.md section 4).
+//
+// Owns: the endpoint's QPs (OwnedQp, from the moment CreateQp returned), the
+// per-QP FIFO of posted WR slots and its depth, the identity (key,
+// generation, starting PSNs from hal::Entropy, the peer's incarnation,
+// generation and QPNs once known), and the retire state.
+//
+// Thread safety: none. An endpoint is touched only by its owner worker
+// (C5); every method here runs on it.
+//
+// What must stay true:
+// - States only move forward: CONNECTING -> READY -> RETIRING -> DESTROYED
+//   (CONNECTING -> RETIRING too). A retired endpoint is never reused; a
+//   reconnect makes a fresh endpoint with a higher generation.
+// - Nothing is posted unless the endpoint is READY (the peer is at RTR).
+// - A QP with posted WRs is never moved to RESET; QPs that never left
+//   RESET/INIT are destroyed directly, the others are moved to ERR first.
+// - A QP's FIFO holds exactly the WRs posted on it that have no evidence
+//   yet; its size never exceeds the depth (wr_depth).
+// - A QP whose destroy failed keeps its handle, its FIFO and its quota
+//   (C4); the destroy is retried with capped doubling backoff.
+#ifndef FERRY_ENGINE_ENDPOINT_H_
+#define FERRY_ENGINE_ENDPOINT_H_
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/handles.h"
+#include "hal/entropy.h"
+#include "hal/types.h"
+#include "hal/verbs.h"
+
+namespace ferry::engine {
+
+enum class EndpointState : uint8_t { kConnecting = 0, kReady = 1, kRetiring = 2, kDestroyed = 3 };
+std::string_view EndpointStateName(EndpointState s);
+
+// Why an endpoint retires (for the pending report and the trace).
+enum class RetireReason : uint8_t {
+  kNone = 0,
+  kHandshakeFailed,
+  kErrorCompletion,
+  kSuperseded,  // the peer reconnected (accept table) or we reconnect
+  kEvicted,
+  kTimeout,
+  kShutdown,
+  kQpFatal,
+  kCqError,
+};
+std::string_view RetireReasonName(RetireReason r);
+
+// The peer's side of a connection, from its REQ or REP.
+struct PeerInfo {
+  uint64_t incarnation = 0;
+  uint32_t generation = 0;
+  std::vector<uint32_t> qpns;
+  std::vector<uint32_t> psns;
+  hal::Gid gid;
+  uint16_t lid = 0;
+  hal::Mtu mtu = hal::Mtu::k1024;
+  friend bool operator==(const PeerInfo&, const PeerInfo&) = default;
+};
+
+// Local attributes every QP of an endpoint needs.
+struct QpParams {
+  hal::PdHandle pd;
+  hal::CqHandle cq;
+  uint32_t wr_depth = 0;
+  uint8_t port_num = 1;
+  uint8_t sgid_index = 0;
+  hal::Mtu local_mtu = hal::Mtu::k1024;
+  uint8_t timeout_exp = 14;
+  uint8_t retry_cnt = 7;
+  uint8_t rnr_retry = 7;
+};
+
+struct DataQp {
+  OwnedQp qp;
+  uint64_t uid = 0;  // worker-unique id of this QP object (never reused)
+  uint32_t qpn = 0;
+  uint32_t sq_psn = 0;                        // our starting PSN (random)
+  hal::QpState state = hal::QpState::kReset;  // as we last moved it
+  std::deque<uint32_t> fifo;                  // slots of posted WRs, in post order
+  bool destroyed = false;                     // DestroyQp returned OK
+  bool released = false;                      // empty poll after destroy done
+  uint32_t destroy_failures = 0;
+  uint64_t next_destroy_ns = 0;
+  uint64_t backoff_ns = 0;
+};
+
+class Endpoint {
+ public:
+  // Creates `qps` QPs in RESET and moves them to INIT. On failure every QP
+  // created is destroyed (each once) and the error returned.
+  static absl::StatusOr<std::unique_ptr<Endpoint>> Create(hal::Verbs* verbs, HandleLedger* ledger,
+                                                          hal::Entropy* entropy,
+                                                          const QpParams& params, uint32_t qps,
+                                                          uint32_t context, std::string peer_path,
+                                                          uint32_t generation,
+                                                          uint64_t* next_qp_uid);
+
+  Endpoint(const Endpoint&) = delete;
+  Endpoint& operator=(const Endpoint&) = delete;
+
+  // Moves every QP to RTR towards `peer` (records it) then, if `to_rts`,
+  // to RTS. The path MTU is the minimum of both sides.
+  absl::Status ToRtr(const PeerInfo& peer);
+  absl::Status ToRts();
+
+  // ---- state (forward only; CHECKed)
+  EndpointState state() const { return state_; }
+  void MarkReady();
+  // Starts the retire ladder: QPs that reached RTR/RTS go to ERR (a failed
+  // modify leaves the QP to be destroyed anyway after the drain), QPs in
+  // RESET/INIT are destroyed at once. Idempotent.
+  void BeginRetire(RetireReason why, uint64_t now_ns, uint64_t drain_timeout_ns);
+  // One retire step: destroys QPs whose FIFO drained or whose drain
+  // deadline passed, retrying failed destroys with capped backoff. Returns
+  // true when every QP is destroyed (released flags are the worker's job).
+  bool RetireStep(uint64_t now_ns, uint64_t backoff_min_ns, uint64_t backoff_max_ns,
+                  bool mutation_skip_destroy);
+  void MarkDestroyed();
+  RetireReason retire_reason() const { return retire_reason_; }
+  uint64_t drain_deadline_ns() const { return drain_deadline_ns_; }
+  // Earliest time RetireStep has something to do (destroy retry/drain end).
+  std::optional<uint64_t> NextRetireNs() const;
+
+  // ---- identity
+  uint32_t context() const { return context_; }
+  const std::string& peer_path() const { return peer_path_; }
+  uint32_t generation() const { return generation_; }
+  const std::optional<PeerInfo>& peer() const { return peer_; }
+  std::vector<uint32_t> qpns() const;
+  std::vector<uint32_t> psns() const;
+
+  std::vector<DataQp>& qps() { return qps_; }
+  const std::vector<DataQp>& qps() const { return qps_; }
+  uint32_t wr_depth() const { return params_.wr_depth; }
+  hal::CqHandle cq() const { return params_.cq; }
+
+  // Handshake bookkeeping (owner worker only).
+  bool active = false;             // we sent the REQ
+  std::vector<uint8_t> req_bytes;  // the REQ, resent unchanged
+  std::vector<uint8_t> rep_bytes;  // the REP we sent (duplicate REQ -> same)
+  uint64_t next_resend_ns = 0;
+  uint32_t resends = 0;
+  uint64_t handshake_deadline_ns = 0;
+  uint64_t last_used_ns = 0;
+  uint32_t round_robin = 0;  // next QP to post on
+
+  // Posted WRs over all QPs (0 = idle).
+  uint64_t Outstanding() const;
+
+ private:
+  Endpoint(hal::Verbs* verbs, const QpParams& params, uint32_t context, std::string peer_path,
+           uint32_t generation);
+
+  hal::Verbs* const verbs_;
+  const QpParams params_;
+  const uint32_t context_;
+  const std::string peer_path_;
+  const uint32_t generation_;
+  EndpointState state_ = EndpointState::kConnecting;
+  RetireReason retire_reason_ = RetireReason::kNone;
+  uint64_t drain_deadline_ns_ = 0;
+  std::optional<PeerInfo> peer_;
+  std::vector<DataQp> qps_;
+};
+
+}  // namespace ferry::engine
+
+#endif  // FERRY_ENGINE_ENDPOINT_H_
