@@ -4,18 +4,26 @@
 // standard libraries and versions, and absl::BitGen is seeded per process;
 // a seed must replay identically on every build (DESIGN.md section 7).
 //
+// The generator is xoshiro256** (Blackman and Vigna), its 256-bit state
+// filled from the seed by four outputs of splitmix64, both written from their
+// published descriptions. Fork() seeds a child from one draw of the parent.
+//
 // Thread safety: none; each component owns its Prng (derived with Fork()).
 // What must stay true:
 // - The output sequence for a seed is fixed forever (tests pin values).
+// - The state is never all zero (xoshiro's one fixed point).
 // - No floating point anywhere: probabilities are Ratio{num, den}.
 // - Every draw is reported to the attached Trace (if any), so the
 //   determinism check sees every draw.
 #ifndef FERRY_SIM_PRNG_H_
 #define FERRY_SIM_PRNG_H_
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <utility>
+
+#include "base/mutation.h"
 
 namespace ferry::sim {
 
@@ -32,6 +40,9 @@ constexpr Ratio kAlways{1, 1};
 class Prng {
  public:
   explicit Prng(uint64_t seed);
+  // A generator with the raw xoshiro256** state `state` (not all zero), for
+  // checking the algorithm against its published reference outputs.
+  static Prng FromStateForTest(const std::array<uint64_t, 4>& state);
 
   // Raw 64 uniformly distributed bits.
   uint64_t Next();
@@ -56,11 +67,25 @@ class Prng {
   // Every later draw is folded into `trace` tagged with `stream` (nullptr
   // detaches). The trace must outlive this Prng or be detached first.
   void AttachTrace(Trace* trace, uint32_t stream);
+  Trace* trace() const { return trace_; }
+  uint32_t trace_stream() const { return stream_; }
+
+  // Test-only mutation switches (base/mutation.h); Fork() passes them on.
+  // With Mutation::kUnseededDraw on (only possible in a FERRY_MUTATIONS=1
+  // build), every draw mixes in bits from an unseeded source, so runs of
+  // one seed diverge and the determinism check must fail.
+  void SetMutations(const base::Mutations& mutations) { mutations_ = mutations; }
+  const base::Mutations& mutations() const { return mutations_; }
 
  private:
-  uint64_t s_[4];
+  Prng() = default;
+  // One xoshiro256** step: the next output, unmutated and untraced.
+  uint64_t NextRaw();
+
+  uint64_t s_[4] = {0, 0, 0, 0};
   Trace* trace_ = nullptr;
   uint32_t stream_ = 0;
+  base::Mutations mutations_;
 };
 
 }  // namespace ferry::sim
