@@ -1,0 +1,116 @@
+// engine/slice.h: one slice of a task and its attempt state machine.
+//
+// A task (one request) is cut into slices of at most slice_size_bytes; each
+// slice becomes one signalled WR per attempt. The slice word (one atomic
+// 64-bit value) holds the attempt's state, its outcome and the attempt
+// number; every state change is a compare-and-swap on it (DESIGN.md
+// section 4):
+//
+//   QUEUED(a) --TryBeginPost--> POSTING(a) --PostAccepted--> POSTED(a)
+//   POSTING(a) --PostRejected--> QUEUED(a)        (post_send refused the WR)
+//   POSTED(a) --Resolve(success|failed)--> RESOLVED(a)        final
+//   POSTED(a) --Requeue--> QUEUED(a+1)   (attempt a resolved retryably: a
+//                                          retry; never "pending" outside
+//                                          the word)
+//   QUEUED(a) --TryWithdraw(reason)--> WITHDRAWN(a)            final
+//
+// Leaving QUEUED is the only contended transition: the owner worker
+// (TryBeginPost) races cancel / timeout (TryWithdraw), and exactly one CAS
+// wins. POSTING and POSTED belong to the owner alone; the methods that leave
+// them check (FERRY_CHECK) that the CAS succeeded, since a failure there is a
+// bug, never a race. Withdraw reasons: CANCELED, TIMEOUT, or FAILED for a
+// slice that could not be posted at all (no endpoint, out of retries): no WR
+// exists for a withdrawn attempt, so it needs no evidence (C1).
+//
+// Thread safety: Load/TryWithdraw from any thread; every other mutator only
+// on the owner worker. The owner-only counters below are plain fields.
+// Memory order: transitions are seq_cst, so "requeue, then read the task
+// latch" and "latch, then sweep QUEUED slices" cannot both miss (task.h).
+// Use slices through Task, which keeps the task's unresolved count in step.
+#ifndef FERRY_ENGINE_SLICE_H_
+#define FERRY_ENGINE_SLICE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <string_view>
+
+namespace ferry::engine {
+
+enum class SliceState : uint8_t {
+  kQueued = 0,
+  kPosting = 1,
+  kPosted = 2,
+  kResolved = 3,
+  kWithdrawn = 4,
+};
+std::string_view SliceStateName(SliceState s);
+
+// Why an attempt is final. kNone while not final.
+enum class SliceOutcome : uint8_t {
+  kNone = 0,
+  kSuccess = 1,   // RESOLVED by its own success CQE
+  kFailed = 2,    // RESOLVED by an error CQE (non-retryable or out of
+                  // retries), or WITHDRAWN because it could not be posted
+  kCanceled = 3,  // WITHDRAWN by cancel
+  kTimeout = 4,   // WITHDRAWN by the timeout sweep
+};
+std::string_view SliceOutcomeName(SliceOutcome o);
+
+// The decoded slice word.
+struct SliceWord {
+  SliceState state = SliceState::kQueued;
+  SliceOutcome outcome = SliceOutcome::kNone;
+  uint16_t attempt = 0;
+
+  bool final() const { return state == SliceState::kResolved || state == SliceState::kWithdrawn; }
+  static constexpr uint64_t Pack(SliceWord w) {
+    return uint64_t{static_cast<uint8_t>(w.state)} |
+           (uint64_t{static_cast<uint8_t>(w.outcome)} << 8) | (uint64_t{w.attempt} << 16);
+  }
+  static SliceWord Unpack(uint64_t raw);
+  friend bool operator==(const SliceWord&, const SliceWord&) = default;
+};
+
+inline constexpr uint32_t kSliceAttemptsMax = 1u << 16;
+
+class Slice {
+ public:
+  Slice() = default;
+  Slice(const Slice&) = delete;
+  Slice& operator=(const Slice&) = delete;
+
+  SliceWord Load() const { return SliceWord::Unpack(word_.load(std::memory_order_seq_cst)); }
+
+  // QUEUED(attempt) -> POSTING(attempt). False if the slice is not QUEUED
+  // in that attempt (withdrawn meanwhile). Owner only.
+  bool TryBeginPost(uint16_t attempt);
+  // POSTING(a) -> QUEUED(a). Owner only; CHECKs the slice is POSTING.
+  void PostRejected();
+  // POSTING(a) -> POSTED(a). Owner only; CHECKs.
+  void PostAccepted();
+  // POSTED(a) -> RESOLVED(a, outcome); outcome is kSuccess or kFailed.
+  // Owner only; CHECKs.
+  void Resolve(SliceOutcome outcome);
+  // POSTED(a) -> QUEUED(a + 1). Owner only; CHECKs, and CHECKs that the
+  // attempt counter stays below kSliceAttemptsMax.
+  void Requeue();
+  // QUEUED(any) -> WITHDRAWN(reason); reason is kFailed, kCanceled or
+  // kTimeout. False when the slice is not QUEUED (someone else moved it).
+  // Any thread.
+  bool TryWithdraw(SliceOutcome reason);
+
+  // Owner-only bookkeeping (not part of the word).
+  uint32_t retries_used = 0;   // retryable failures charged (<= retry_count)
+  uint32_t reposts_used = 0;   // attempts after the first (<= repost_max)
+  uint32_t wr_generation = 0;  // generation armed for the current post
+
+ private:
+  // Owner transition that cannot race: CAS from `from` to `to`, CHECK it won.
+  void OwnerMove(SliceWord from, SliceWord to);
+
+  std::atomic<uint64_t> word_{SliceWord::Pack(SliceWord{})};
+};
+
+}  // namespace ferry::engine
+
+#endif  // FERRY_ENGINE_SLICE_H_

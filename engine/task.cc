@@ -1,0 +1,201 @@
+// engine/task.cc: the task word and its one publish (see task.h).
+//
+// What must stay true: the publish happens in the same CAS that resolves the
+// last slice (or, only under the test mutation kEngineC1EarlyPublish, at
+// latch time: the bug C1 scenarios must catch); nothing changes after it.
+#include "engine/task.h"
+
+#include "base/check.h"
+#include "ferry/config.h"
+
+namespace ferry::engine {
+namespace {
+
+constexpr uint64_t kUnresolvedMask = 0xffffffffull;
+constexpr uint64_t kFailedBit = 1ull << 32;
+constexpr int kLatchShift = 40;
+constexpr int kPublishedShift = 48;
+
+uint32_t SliceCountOf(const TaskGeometry& g) {
+  FERRY_CHECK_GT(g.length_bytes, 0u);
+  FERRY_CHECK_GT(g.slice_size_bytes, 0u);
+  const uint64_t n = (g.length_bytes + g.slice_size_bytes - 1) / g.slice_size_bytes;
+  FERRY_CHECK_LE(n, uint64_t{kSlicesPerTaskMax});
+  FERRY_CHECK_LE(g.slice_size_bytes, uint64_t{UINT32_MAX});
+  return static_cast<uint32_t>(n);
+}
+
+}  // namespace
+
+uint64_t TaskWord::Pack(const TaskWord& w) {
+  return uint64_t{w.unresolved} | (w.failed ? kFailedBit : 0) |
+         (uint64_t{static_cast<uint8_t>(w.latch)} << kLatchShift) |
+         (uint64_t{static_cast<uint8_t>(w.published)} << kPublishedShift);
+}
+
+TaskWord TaskWord::Unpack(uint64_t raw) {
+  TaskWord w;
+  w.unresolved = static_cast<uint32_t>(raw & kUnresolvedMask);
+  w.failed = (raw & kFailedBit) != 0;
+  const auto latch = static_cast<uint8_t>((raw >> kLatchShift) & 0xff);
+  const auto published = static_cast<uint8_t>((raw >> kPublishedShift) & 0xff);
+  FERRY_CHECK_LE(latch, static_cast<uint8_t>(TaskStatus::kInvalid));
+  FERRY_CHECK_LE(published, static_cast<uint8_t>(TaskStatus::kInvalid));
+  w.latch = static_cast<TaskStatus>(latch);
+  w.published = static_cast<TaskStatus>(published);
+  return w;
+}
+
+TaskStatus TerminalStatusOf(const TaskWord& w) {
+  if (w.latch != TaskStatus::kPending) return w.latch;
+  if (w.failed) return TaskStatus::kFailed;
+  return TaskStatus::kCompleted;
+}
+
+Task::Task(const TaskGeometry& geometry, const base::Mutations* mutations)
+    : geometry_(geometry),
+      slice_count_(SliceCountOf(geometry)),
+      mutations_(mutations),
+      slices_(std::make_unique<Slice[]>(slice_count_)) {
+  FERRY_CHECK_GE(geometry.deadline_ns, geometry.submit_ns);
+  TaskWord w;
+  w.unresolved = slice_count_;
+  word_.store(TaskWord::Pack(w), std::memory_order_seq_cst);
+}
+
+Task::Task() {
+  TaskWord w;
+  w.published = TaskStatus::kInvalid;
+  word_.store(TaskWord::Pack(w), std::memory_order_seq_cst);
+}
+
+std::unique_ptr<Task> Task::MakeInvalid() { return std::unique_ptr<Task>(new Task()); }
+
+TaskWord Task::LoadWord() const { return TaskWord::Unpack(word_.load(std::memory_order_seq_cst)); }
+
+TaskStatus Task::status() const { return LoadWord().published; }
+
+std::optional<TaskStatus> Task::latched() const {
+  const TaskWord w = LoadWord();
+  if (w.latch == TaskStatus::kPending) return std::nullopt;
+  return w.latch;
+}
+
+const Slice& Task::slice(uint32_t i) const {
+  FERRY_CHECK_LT(i, slice_count_);
+  return slices_[i];
+}
+
+Slice& Task::mutable_slice(uint32_t i) {
+  FERRY_CHECK_LT(i, slice_count_);
+  return slices_[i];
+}
+
+uint64_t Task::SliceOffsetBytes(uint32_t i) const {
+  FERRY_CHECK_LT(i, slice_count_);
+  return uint64_t{i} * geometry_.slice_size_bytes;
+}
+
+uint32_t Task::SliceLengthBytes(uint32_t i) const {
+  const uint64_t off = SliceOffsetBytes(i);
+  const uint64_t rest = geometry_.length_bytes - off;
+  return static_cast<uint32_t>(rest < geometry_.slice_size_bytes ? rest
+                                                                 : geometry_.slice_size_bytes);
+}
+
+bool Task::TryLatch(TaskStatus why) {
+  FERRY_CHECK(why == TaskStatus::kCanceled || why == TaskStatus::kTimeout);
+  uint64_t raw = word_.load(std::memory_order_seq_cst);
+  for (uint32_t round = 0; round <= slice_count_ + 2; ++round) {  // bounded: each failed CAS
+    TaskWord w = TaskWord::Unpack(raw);                           // means a slice moved
+    if (w.published != TaskStatus::kPending || w.latch != TaskStatus::kPending) return false;
+    w.latch = why;
+    if (mutations_ != nullptr && mutations_->on(base::Mutation::kEngineC1EarlyPublish)) {
+      w.published = why;  // the bug: publish without evidence
+    }
+    if (word_.compare_exchange_strong(raw, TaskWord::Pack(w), std::memory_order_seq_cst))
+      return true;
+  }
+  FERRY_UNREACHABLE();
+}
+
+std::optional<TaskStatus> Task::OnSliceFinal(bool failed) {
+  uint64_t raw = word_.load(std::memory_order_seq_cst);
+  for (uint32_t round = 0; round <= slice_count_ + 2; ++round) {
+    TaskWord w = TaskWord::Unpack(raw);
+    FERRY_CHECK_GT(w.unresolved, 0u);  // each slice is final once
+    const bool early = w.published != TaskStatus::kPending;
+    // Only the C1 mutation can have published before the last slice.
+    FERRY_CHECK(!early ||
+                (mutations_ != nullptr && mutations_->on(base::Mutation::kEngineC1EarlyPublish)));
+    --w.unresolved;
+    w.failed = w.failed || failed;
+    const bool publish = w.unresolved == 0 && !early;
+    if (publish) w.published = TerminalStatusOf(w);
+    if (word_.compare_exchange_strong(raw, TaskWord::Pack(w), std::memory_order_seq_cst)) {
+      if (publish) return w.published;
+      return std::nullopt;
+    }
+  }
+  FERRY_UNREACHABLE();
+}
+
+Task::Step Task::TryWithdrawSlice(uint32_t i, SliceOutcome reason) {
+  Step step;
+  if (!mutable_slice(i).TryWithdraw(reason)) return step;
+  step.moved = true;
+  step.published = OnSliceFinal(reason == SliceOutcome::kFailed);
+  return step;
+}
+
+uint32_t Task::WithdrawQueued(std::optional<TaskStatus>* published) {
+  const std::optional<TaskStatus> why = latched();
+  FERRY_CHECK(why.has_value());
+  const SliceOutcome reason =
+      *why == TaskStatus::kCanceled ? SliceOutcome::kCanceled : SliceOutcome::kTimeout;
+  uint32_t withdrawn = 0;
+  for (uint32_t i = 0; i < slice_count_; ++i) {
+    const Step step = TryWithdrawSlice(i, reason);
+    if (!step.moved) continue;
+    ++withdrawn;
+    if (step.published.has_value() && published != nullptr) *published = step.published;
+  }
+  return withdrawn;
+}
+
+bool Task::BeginPost(uint32_t i) {
+  if (latched().has_value()) return false;
+  Slice& s = mutable_slice(i);
+  const SliceWord w = s.Load();
+  if (w.state != SliceState::kQueued) return false;
+  return s.TryBeginPost(w.attempt);
+}
+
+void Task::PostAccepted(uint32_t i) { mutable_slice(i).PostAccepted(); }
+
+Task::Step Task::WithdrawIfLatched(uint32_t i) {
+  const std::optional<TaskStatus> why = latched();
+  if (!why.has_value()) return Step{};
+  return TryWithdrawSlice(
+      i, *why == TaskStatus::kCanceled ? SliceOutcome::kCanceled : SliceOutcome::kTimeout);
+}
+
+Task::Step Task::PostRejected(uint32_t i) {
+  mutable_slice(i).PostRejected();
+  return WithdrawIfLatched(i);
+}
+
+Task::Step Task::Resolve(uint32_t i, SliceOutcome outcome) {
+  mutable_slice(i).Resolve(outcome);
+  Step step;
+  step.moved = true;
+  step.published = OnSliceFinal(outcome == SliceOutcome::kFailed);
+  return step;
+}
+
+Task::Step Task::Requeue(uint32_t i) {
+  mutable_slice(i).Requeue();
+  return WithdrawIfLatched(i);
+}
+
+}  // namespace ferry::engine

@@ -1,0 +1,130 @@
+// engine/task.h: one task (one submitted request), its slices and its word.
+//
+// The task word (one atomic 64-bit value) holds:
+//   bits  0-31  unresolved: slices not yet final (RESOLVED or WITHDRAWN)
+//   bit   32    failed: some slice ended FAILED
+//   bits 40-47  latch: 0, or CANCELED / TIMEOUT (the first one latched wins)
+//   bits 48-55  published status: PENDING (0) until the one publish
+// A slice becoming final decrements `unresolved` by CAS; the CAS that takes
+// it to 0 also writes the published status in the same word, so a task
+// publishes exactly once, by one CAS, and only when every slice is RESOLVED
+// or WITHDRAWN with no retry pending (a retry is a slice back in QUEUED,
+// still counted as unresolved) (DESIGN.md section 4, C1).
+//
+// Terminal status rule: the latched CANCELED/TIMEOUT if any; else FAILED if
+// any slice failed; else COMPLETED. A late success never changes a latched
+// status, and nothing changes after the publish.
+//
+// Cancel/timeout (C2): TryLatch, then WithdrawQueued. The owner, after each
+// PostRejected or Requeue, reads the latch and withdraws the slice itself if
+// the task is latched. Both sides use seq_cst, so a slice that returns to
+// QUEUED is withdrawn by one of the two: it is never posted again and never
+// left behind.
+//
+// Thread safety: status(), latched(), TryLatch(), TryWithdrawSlice() and
+// WithdrawQueued() from any thread; the other slice transitions only on the
+// owner worker (as in slice.h). Geometry fields are immutable.
+#ifndef FERRY_ENGINE_TASK_H_
+#define FERRY_ENGINE_TASK_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "base/mutation.h"
+#include "engine/slice.h"
+#include "ferry/types.h"
+
+namespace ferry::engine {
+
+struct TaskWord {
+  uint32_t unresolved = 0;
+  bool failed = false;
+  TaskStatus latch = TaskStatus::kPending;      // kPending = nothing latched
+  TaskStatus published = TaskStatus::kPending;  // kPending = not published
+
+  static uint64_t Pack(const TaskWord& w);
+  static TaskWord Unpack(uint64_t raw);
+};
+
+struct TaskGeometry {
+  uint64_t length_bytes = 0;      // > 0
+  uint64_t slice_size_bytes = 0;  // > 0
+  uint64_t submit_ns = 0;
+  uint64_t deadline_ns = 0;  // submit_ns + slice_timeout_ns
+};
+
+class Task {
+ public:
+  // A task of ceil(length / slice_size) slices (1..kSlicesPerTaskMax), all
+  // QUEUED in attempt 0. `mutations` may be null (none); it must outlive
+  // the task.
+  Task(const TaskGeometry& geometry, const base::Mutations* mutations);
+  // An INVALID task: no slices, published INVALID from the start.
+  static std::unique_ptr<Task> MakeInvalid();
+
+  Task(const Task&) = delete;
+  Task& operator=(const Task&) = delete;
+
+  // ------------------------------------------------------------ readers
+  TaskStatus status() const;  // the published status, PENDING before
+  TaskWord LoadWord() const;
+  // The latched CANCELED/TIMEOUT, if any (also after publish).
+  std::optional<TaskStatus> latched() const;
+  uint32_t slice_count() const { return slice_count_; }
+  const Slice& slice(uint32_t i) const;
+  Slice& mutable_slice(uint32_t i);  // owner only (owner-only counters)
+  uint64_t SliceOffsetBytes(uint32_t i) const;
+  uint32_t SliceLengthBytes(uint32_t i) const;
+  const TaskGeometry& geometry() const { return geometry_; }
+  bool Expired(uint64_t now_ns) const { return now_ns >= geometry_.deadline_ns; }
+
+  // ------------------------------------------------------------ any thread
+  // Latches `why` (kCanceled or kTimeout) if nothing is latched and the task
+  // is not published. True if this call latched it.
+  bool TryLatch(TaskStatus why);
+  // Withdraws slice i if it is QUEUED. `published` is set if this call
+  // published the task.
+  struct Step {
+    bool moved = false;
+    std::optional<TaskStatus> published;
+  };
+  Step TryWithdrawSlice(uint32_t i, SliceOutcome reason);
+  // Withdraws every QUEUED slice (with the latched reason, which must be
+  // set). Returns how many this call withdrew; `*published` (optional) gets
+  // the status if this call published.
+  uint32_t WithdrawQueued(std::optional<TaskStatus>* published);
+
+  // ------------------------------------------------------------ owner only
+  // QUEUED -> POSTING for the slice's current attempt. False if the task is
+  // latched (then the caller should TryWithdrawSlice) or the slice is no
+  // longer QUEUED.
+  bool BeginPost(uint32_t i);
+  void PostAccepted(uint32_t i);
+  // POSTING -> QUEUED, then withdraws the slice if the task is latched.
+  Step PostRejected(uint32_t i);
+  // POSTED -> RESOLVED(kSuccess | kFailed).
+  Step Resolve(uint32_t i, SliceOutcome outcome);
+  // POSTED -> QUEUED(next attempt), then withdraws if latched.
+  Step Requeue(uint32_t i);
+
+ private:
+  Task();  // invalid task
+  // Records slice i as final (failed or not); publishes on the last one.
+  std::optional<TaskStatus> OnSliceFinal(bool failed);
+  Step WithdrawIfLatched(uint32_t i);
+
+  const TaskGeometry geometry_{};
+  const uint32_t slice_count_ = 0;
+  const base::Mutations* const mutations_ = nullptr;
+  std::unique_ptr<Slice[]> slices_;
+  std::atomic<uint64_t> word_{0};
+};
+
+// The terminal status a task with this word publishes.
+TaskStatus TerminalStatusOf(const TaskWord& w);
+
+}  // namespace ferry::engine
+
+#endif  // FERRY_ENGINE_TASK_H_

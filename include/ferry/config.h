@@ -1,0 +1,117 @@
+// include/ferry/config.h: the engine's configuration and its validation.
+//
+// Owns: ferry::EngineConfig (every knob with its documented default) and
+// EngineConfig::Validate(), which Engine::Create calls before touching any
+// device (DESIGN.md C8: a config that breaks an invariant is rejected at
+// construction, with a message naming the knob).
+//
+// Thread safety: a plain value type; Validate() is const and reentrant.
+// What must stay true:
+// - Every default passes Validate() (a unit test pins this).
+// - Validate() rejects every config for which the engine could not keep its
+//   contracts: a QP timeout of 0 (the RNIC would wait forever and no CQE
+//   would ever be evidence, C1), WR depth x QPs per endpoint x endpoints per
+//   CQ above the CQE limit (a fully loaded CQ could overrun, C4), zero
+//   workers, zero capacities, bounds that contradict each other.
+// - Units are in the names (_ns, _bytes); counts are plain integers.
+#ifndef FERRY_INCLUDE_FERRY_CONFIG_H_
+#define FERRY_INCLUDE_FERRY_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace ferry {
+
+// Hard upper bounds that no config may exceed (they size fixed fields such as
+// the 16-bit attempt counter of a slice and the QPN list of a handshake).
+inline constexpr uint32_t kWorkersMax = 256;
+inline constexpr uint32_t kQpsPerEndpointMax = 64;  // == handshake QPN list bound
+inline constexpr uint32_t kSlicesPerTaskMax = 1u << 16;
+inline constexpr uint32_t kRepostMax = 1u << 15;
+inline constexpr uint32_t kBatchCapacityMax = 1u << 20;
+
+struct EngineConfig {
+  // ------------------------------------------------------------- devices
+  // RNIC names to use ("mlx5_0", "rxe0", "sim0"); empty = every device the
+  // Verbs port lists.
+  std::vector<std::string> devices;
+  uint8_t port_num = 1;  // the port used on every device
+  int gid_index = -1;    // -1 = choose automatically, else 0..gid_tbl_len-1
+
+  // ------------------------------------------------------------- threads
+  // Owner workers. Endpoints and CQs are owned by one worker:
+  // owner = fnv1a64(local NIC, peer NIC path) mod workers.
+  uint32_t workers = 2;
+  // CQs each worker owns per device context (>= 1, so every owner has a CQ
+  // on every context). An owner's endpoints are spread over its CQs.
+  uint32_t cqs_per_worker = 1;
+
+  // ------------------------------------------------------------- queues
+  uint32_t qps_per_endpoint = 2;  // data QPs per endpoint (1..kQpsPerEndpointMax)
+  uint32_t wr_depth = 64;         // WRs outstanding per QP (max_send_wr asked)
+  uint32_t cqe_limit = 4096;      // CQEs asked per CQ (the quota ledger's size)
+  // Endpoints per owner per device context (the owner's store capacity).
+  // Endpoints on one CQ = ceil(endpoint_store_capacity / cqs_per_worker).
+  uint32_t endpoint_store_capacity = 32;
+  // CQE quota that retiring (zombie) QPs may hold on one CQ before the owner
+  // escalates (DESIGN.md section 4, "Zombies"). <= cqe_limit.
+  uint32_t zombie_quota_max = 1024;
+
+  // ------------------------------------------------------------- requests
+  uint64_t slice_size_bytes = 64 * 1024;    // a request is cut in slices of this size
+  uint64_t request_bytes_max = 1ull << 30;  // larger requests are rejected (C8)
+  uint32_t batch_capacity_max = 4096;       // most requests one batch may hold
+
+  // ------------------------------------------------------------- retries
+  // Retries of one slice after a retryable transport error (RETRY_EXC_ERR
+  // and similar), each on a fresh endpoint.
+  uint32_t retry_count = 4;
+  // Hard cap on attempts of one slice, counting reposts that cost no retry
+  // budget (flushes on a QP Ferry itself moved to ERR). >= retry_count + 1.
+  uint32_t repost_max = 16;
+  // A task not terminal this long after submit is timed out (TIMEOUT is
+  // published only with evidence, C1; see docs/contract.md).
+  uint64_t slice_timeout_ns = 5'000'000'000;
+
+  // ------------------------------------------------------------- handshake
+  uint64_t handshake_timeout_ns = 1'000'000'000;  // one REQ attempt
+  uint32_t handshake_retries = 3;                 // REQ resends before giving up
+
+  // ------------------------------------------------------------- retire
+  uint64_t drain_timeout_ns = 1'000'000'000;        // wait for flushes before destroy
+  uint64_t destroy_backoff_min_ns = 1'000'000;      // first retry of a failed destroy
+  uint64_t destroy_backoff_max_ns = 1'000'000'000;  // cap of the doubling backoff
+  // Last resort, off by default: after destroy_give_up_ns of failing
+  // destroys, close and re-open the device context.
+  bool reset_context_on_destroy_give_up = false;
+  uint64_t destroy_give_up_ns = 60'000'000'000;
+
+  // ------------------------------------------------------------- rails
+  uint32_t rail_error_threshold = 3;  // endpoint failures before a pause
+  uint64_t rail_error_window_ns = 10'000'000'000;
+  uint64_t rail_cooldown_ns = 1'000'000'000;  // first pause, doubles per cycle
+  uint64_t rail_cooldown_max_ns = 300'000'000'000;
+
+  // ------------------------------------------------------------- QP attributes
+  // Local ACK timeout exponent: 4.096 us * 2^qp_timeout_exp (14 = ~67 ms).
+  // 0 means "wait forever" in verbs and is rejected.
+  uint8_t qp_timeout_exp = 14;
+  uint8_t qp_retry_cnt = 7;  // transport retries (0..7)
+  uint8_t qp_rnr_retry = 7;  // RNR retries (0..7, 7 = infinite; no receives in v1)
+
+  // Returns OK, or kInvalidArgument naming the first knob that breaks an
+  // invariant (see the file comment). Pure: no device is consulted; limits
+  // of the device (max_qp_wr, max_cqe) are checked at bring-up.
+  absl::Status Validate() const;
+
+  // ceil(endpoint_store_capacity / cqs_per_worker): endpoints whose QPs may
+  // share one CQ.
+  uint64_t EndpointsPerCq() const;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_INCLUDE_FERRY_CONFIG_H_

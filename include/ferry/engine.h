@@ -1,0 +1,172 @@
+// include/ferry/engine.h: ferry::Engine, the public transfer engine.
+//
+// An Engine moves bytes between memory registered here and segments of peer
+// engines with one-sided RDMA READ and WRITE, in batches, over every device
+// context and several QPs per peer (DESIGN.md section 4).
+//
+// Dependencies are injected (EngineEnv): the same engine code runs on the
+// simulated RNIC and control network (sim/) or on libibverbs, TCP and the
+// steady clock (hal/). The engine never blocks except in the calls documented
+// as blocking helpers, which loop over a non-blocking core and the Clock.
+//
+// Thread safety: every public method may be called from any thread at any
+// time, concurrently, except that no call may start after Shutdown() began
+// (they then return kFailedPrecondition) and the destructor must not race
+// any call. User calls never touch a QP or CQ: they validate, then hand work
+// to the owner workers (C5).
+//
+// What must stay true (the promises of this interface):
+// - Evidence before status (C1): a task reports a terminal status only when
+//   the local RNIC can no longer touch its local buffer. A WRITE that did not
+//   end COMPLETED leaves the remote range undefined; a READ that did not end
+//   COMPLETED leaves the local buffer undefined.
+// - Bad input changes nothing (C8): a call that returns an error has no
+//   effect, and Submit enqueues nothing unless every request is valid.
+// - Nothing leaks (C9): Shutdown destroys every verbs object once, or
+//   reports it in Pending() with the reason.
+//
+// Errors common to all calls: kFailedPrecondition after Shutdown began.
+#ifndef FERRY_INCLUDE_FERRY_ENGINE_H_
+#define FERRY_INCLUDE_FERRY_ENGINE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "ferry/config.h"
+#include "ferry/types.h"
+
+namespace ferry {
+
+namespace hal {
+class Verbs;
+class ControlNet;
+class Clock;
+class Entropy;
+}  // namespace hal
+
+// The ports an engine runs on. All four must outlive the engine.
+struct EngineEnv {
+  hal::Verbs* verbs = nullptr;
+  hal::ControlNet* control_net = nullptr;
+  hal::Clock* clock = nullptr;
+  hal::Entropy* entropy = nullptr;
+};
+
+// Result of Submit: `status` is OK when every request was accepted (then
+// `tasks[i]` is the id of request i); otherwise nothing was enqueued,
+// `tasks` is empty, and `per_request[i]` says what is wrong with request i
+// (OK for the ones that were fine). See engine/request_validation.h for the
+// code of each rejection.
+struct SubmitResult {
+  absl::Status status;
+  std::vector<absl::Status> per_request;
+  std::vector<TaskId> tasks;
+};
+
+class EngineImpl;
+
+class Engine {
+ public:
+  // Validates `config` (EngineConfig::Validate), checks `env` (every port
+  // set), brings every device context up (C7: a failure at any stage
+  // releases exactly what was created), then starts the listener on
+  // env.control_net. Errors: kInvalidArgument (config or env), the device's
+  // status when no context could be enabled (kNotFound: no such device,
+  // kResourceExhausted: allocation failed, ...).
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineConfig& config,
+                                                        const EngineEnv& env);
+
+  // Shuts down (Shutdown with drain_timeout_ns) if not done yet.
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // ---------------------------------------------------------- memory
+  // Registers [addr, addr + len_bytes) on every device context and adds it
+  // to the local segment descriptor (bumping its version). Errors:
+  // kInvalidArgument (null addr, zero length, overflow), kAlreadyExists
+  // (overlaps a registered range), the device's status on a failed
+  // registration (then no context keeps a registration of it).
+  absl::Status RegisterMemory(void* addr, size_t len_bytes);
+
+  // Deregisters the range that starts at `addr`. Errors: kNotFound (no range
+  // starts there), kFailedPrecondition (a non-terminal task touches it;
+  // nothing changed). Returns only after every device deregistered it, so
+  // the range is fenced against remote access (DESIGN.md, "remote caveat").
+  absl::Status UnregisterMemory(void* addr);
+
+  // The current local segment descriptor (a copy). Never fails after Create.
+  SegmentDescriptor LocalSegment() const;
+
+  // ---------------------------------------------------------- peers
+  // Non-blocking core: starts fetching the segment descriptor of the engine
+  // listening at `host_port` ("host:port"). Errors: kInvalidArgument
+  // (malformed address).
+  absl::StatusOr<OpenToken> OpenSegmentAsync(std::string_view host_port);
+  // The handle once the descriptor arrived; std::nullopt while in progress.
+  // Errors: kNotFound (unknown token), kDeadlineExceeded (no answer within
+  // handshake_timeout_ns x handshake_retries), kUnavailable (peer refused).
+  // A token is consumed by the call that returns its handle or its error.
+  absl::StatusOr<std::optional<SegmentHandle>> PollOpenSegment(OpenToken token);
+  // Blocking helper over the two calls above, waiting up to timeout_ns.
+  absl::StatusOr<SegmentHandle> OpenSegment(std::string_view host_port, uint64_t timeout_ns);
+  // Forgets a segment. kNotFound for an unknown handle;
+  // kFailedPrecondition while a non-terminal task targets it.
+  absl::Status CloseSegment(SegmentHandle segment);
+
+  // ---------------------------------------------------------- batches
+  // A batch that can hold up to `capacity` tasks (1..batch_capacity_max,
+  // else kInvalidArgument).
+  absl::StatusOr<BatchId> AllocateBatch(uint32_t capacity);
+
+  // Validates every request (C8), then enqueues all of them or none. A
+  // batch-level error (unknown batch: kNotFound; empty span:
+  // kInvalidArgument) leaves per_request empty.
+  SubmitResult Submit(BatchId batch, absl::Span<const Request> requests);
+
+  // Status of one task. Tasks are never reported terminal early (C1).
+  // Errors: kNotFound (unknown batch). An index never submitted -> INVALID.
+  absl::StatusOr<TaskStatus> GetTaskStatus(TaskId task) const;
+  // Status of every task of a batch. Errors: kNotFound (unknown batch).
+  absl::StatusOr<BatchStatus> GetBatchStatus(BatchId batch) const;
+  // Blocking helper: waits until every task of the batch is terminal or
+  // timeout_ns passed, then returns the batch status (kNotFound as above).
+  absl::StatusOr<BatchStatus> WaitBatch(BatchId batch, uint64_t timeout_ns);
+
+  // Latches CANCELED on a non-terminal task (first of CANCELED/TIMEOUT
+  // wins): its queued slices are withdrawn, posted ones resolve by evidence,
+  // no slice is posted again (C2). Other tasks are unaffected. OK also when
+  // the task is already terminal (nothing changes). kNotFound: unknown id.
+  absl::Status Cancel(TaskId task);
+  absl::Status CancelBatch(BatchId batch);
+
+  // Frees a batch. kFailedPrecondition (nothing freed) while any of its
+  // tasks is PENDING; kNotFound for an unknown batch.
+  absl::Status FreeBatch(BatchId batch);
+
+  // ---------------------------------------------------------- lifecycle
+  // Orderly shutdown: refuse new calls, cancel pending tasks, retire every
+  // endpoint, wait up to timeout_ns for evidence, destroy every verbs object
+  // once. Returns OK when nothing is left; kDeadlineExceeded when something
+  // is still pending (listed by Pending()). Idempotent.
+  absl::Status Shutdown(uint64_t timeout_ns);
+
+  // What is still pending and why (tasks without evidence, retiring
+  // endpoints, QPs whose destroy keeps failing, ...).
+  PendingReport Pending() const;
+
+ private:
+  explicit Engine(std::unique_ptr<EngineImpl> impl);
+  std::unique_ptr<EngineImpl> impl_;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_INCLUDE_FERRY_ENGINE_H_

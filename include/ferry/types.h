@@ -1,0 +1,139 @@
+// include/ferry/types.h: the value types of the public API.
+//
+// Owns: TaskStatus, OpKind, Request, the opaque ids (SegmentHandle, BatchId,
+// TaskId, OpenToken), the local segment descriptor, status and pending
+// reports. What must stay true: every type here is a plain value (copyable,
+// no pointers into the engine), so a caller can keep one after the engine
+// object it came from is gone; an id of 0 is never handed out ("no id").
+//
+// Thread safety: values; no shared state.
+#ifndef FERRY_INCLUDE_FERRY_TYPES_H_
+#define FERRY_INCLUDE_FERRY_TYPES_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ferry {
+
+// Status of one task (one request of a batch). PENDING is the only
+// non-terminal value; a task publishes exactly one terminal value, once, and
+// never changes it afterwards (DESIGN.md section 4).
+//   COMPLETED: every byte moved, each slice's own success CQE consumed.
+//   FAILED:    a slice failed non-retryably or ran out of retries.
+//   TIMEOUT:   not terminal within slice_timeout_ns of submit (latched first).
+//   CANCELED:  Cancel() latched before any other terminal cause.
+//   INVALID:   the request was rejected at submit (nothing was enqueued) or
+//              the id names no submitted task.
+// Once a task is terminal the local RNIC no longer touches its local buffer.
+enum class TaskStatus : uint8_t {
+  kPending = 0,
+  kCompleted = 1,
+  kFailed = 2,
+  kTimeout = 3,
+  kCanceled = 4,
+  kInvalid = 5,
+};
+std::string_view TaskStatusName(TaskStatus s);
+constexpr bool IsTerminal(TaskStatus s) { return s != TaskStatus::kPending; }
+
+// One-sided operation of a request: READ pulls remote -> local, WRITE pushes
+// local -> remote.
+enum class OpKind : uint8_t { kRead = 0, kWrite = 1 };
+std::string_view OpKindName(OpKind k);
+
+// A peer segment opened with Engine::OpenSegment*. 0 = none.
+struct SegmentHandle {
+  uint64_t id = 0;
+  constexpr bool valid() const { return id != 0; }
+  friend constexpr bool operator==(SegmentHandle, SegmentHandle) = default;
+  friend constexpr auto operator<=>(SegmentHandle, SegmentHandle) = default;
+};
+
+// A batch allocated with Engine::AllocateBatch. 0 = none.
+struct BatchId {
+  uint64_t id = 0;
+  constexpr bool valid() const { return id != 0; }
+  friend constexpr bool operator==(BatchId, BatchId) = default;
+  friend constexpr auto operator<=>(BatchId, BatchId) = default;
+};
+
+// Task `index` of a batch: the index-th request accepted into it, counting
+// over every Submit on that batch.
+struct TaskId {
+  BatchId batch;
+  uint32_t index = 0;
+  friend constexpr bool operator==(TaskId, TaskId) = default;
+  friend constexpr auto operator<=>(TaskId, TaskId) = default;
+};
+
+// A pending OpenSegmentAsync. 0 = none.
+struct OpenToken {
+  uint64_t id = 0;
+  constexpr bool valid() const { return id != 0; }
+  friend constexpr bool operator==(OpenToken, OpenToken) = default;
+};
+
+// One READ or WRITE of `length_bytes` between local memory at `local_addr`
+// (inside a range passed to RegisterMemory) and the peer memory at
+// `remote_addr` (inside a buffer listed in the peer's segment descriptor,
+// addressed in the peer's address space).
+struct Request {
+  OpKind opcode = OpKind::kRead;
+  uint64_t local_addr = 0;
+  uint64_t length_bytes = 0;
+  SegmentHandle segment;
+  uint64_t remote_addr = 0;
+};
+
+// ------------------------------------------------------------ descriptors
+// What a peer needs to address our memory: per device its GID/LID, per
+// registered buffer its range and one rkey per device (same order as
+// `devices`). `version` increases whenever an rkey changes (re-registration
+// after a device re-enable, C7), so peers holding an older version refetch.
+struct DeviceDescriptor {
+  std::string name;
+  std::array<uint8_t, 16> gid{};
+  uint16_t lid = 0;
+};
+struct BufferDescriptor {
+  uint64_t addr = 0;
+  uint64_t length_bytes = 0;
+  std::vector<uint32_t> rkeys;  // index = device index
+};
+struct SegmentDescriptor {
+  std::string address;       // "host:port" of the owning engine
+  uint64_t incarnation = 0;  // the owning engine process's random id
+  uint64_t version = 0;      // > 0; bumped on every rkey change
+  std::vector<DeviceDescriptor> devices;
+  std::vector<BufferDescriptor> buffers;  // sorted by addr, non-overlapping
+};
+
+// ------------------------------------------------------------ reports
+// Counts of a batch's tasks per status, and the batch's overall status:
+// PENDING while any task is, else the "worst" terminal status present in the
+// order INVALID < COMPLETED < CANCELED < TIMEOUT < FAILED (COMPLETED only if
+// every task completed).
+struct BatchStatus {
+  uint32_t tasks = 0;
+  std::array<uint32_t, 6> count_by_status{};  // index = TaskStatus value
+  TaskStatus overall = TaskStatus::kPending;
+};
+
+// One thing the engine is still waiting for, and why (C9: "a runtime query
+// lists what is pending and why").
+struct PendingItem {
+  enum class Kind : uint8_t { kTask, kEndpoint, kQp, kCq, kMr, kContext, kOpen };
+  Kind kind = Kind::kTask;
+  uint64_t id = 0;     // the object's id within its kind
+  std::string reason;  // e.g. "QP 7: destroy failed (EBUSY), retry in 8 ms"
+};
+struct PendingReport {
+  std::vector<PendingItem> items;  // sorted by (kind, id)
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_INCLUDE_FERRY_TYPES_H_
