@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # variables are for the sourcing test
 # lib.sh: shared helpers for the tests of scripts/softroce/run-in-vm (sourced).
 #
 # Owns: locating the runner, the skip rule, a scratch working directory that is
