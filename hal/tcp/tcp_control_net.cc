@@ -454,10 +454,17 @@ void TcpControlNet::AcceptNew(uint64_t now_ns) {
     conn->fd = std::move(fd);
     conn->peer_ip = PeerIp(ss);
     conn->last_active_ns = now_ns;
-    inbound_[next_inbound_id_++] = std::move(conn);
+    const uint64_t id = next_inbound_id_++;
+    Inbound& added = *conn;
+    inbound_[id] = std::move(conn);
     FERRY_CHECK_LE(inbound_.size(), options_.max_inbound_connections);
-    absl::MutexLock stats_lock(&stats_mu_);
-    ++stats_.inbound_accepted;
+    {
+      absl::MutexLock stats_lock(&stats_mu_);
+      ++stats_.inbound_accepted;
+    }
+    // A sender usually writes right after connecting: read now rather than
+    // one ppoll round later.
+    if (!ReadSome(added, now_ns)) CloseInbound(id);
   }
 }
 
