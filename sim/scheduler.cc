@@ -186,8 +186,8 @@ Scheduler::StepKind Scheduler::StepImpl(uint64_t time_max_ns) {
     clock_->Advance(cost_ns);
     if (plan_.mode == PickMode::kPct && next_change_ < plan_.pct_change_steps.size() &&
         plan_.pct_change_steps[next_change_] == steps_) {
-      // Change i (0-based) drops the actor that ran step k_i to d-1-i; the
-      // initial priorities start at d = (change steps) + 1 or more.
+      // Change i (0-based) drops the actor that ran step k_i to c-i, with c
+      // the number of change steps; initial priorities are >= d > c.
       const uint64_t lowered = plan_.pct_change_steps.size() - next_change_;
       FERRY_CHECK_GE(lowered, 1U);
       priority_[chosen] = lowered;

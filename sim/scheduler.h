@@ -20,10 +20,11 @@
 //     [1, kSwarmWeightMax]; a step picks runnable actor i with probability
 //     w_i / sum(w) (uniformly if every runnable weight is 0);
 //   - kPct (Burckhardt et al., depth d = pct_depth): initial priorities are a
-//     seeded permutation of d .. d+n-1; min(d-1, horizon) distinct change
-//     steps are drawn in [1, pct_horizon_steps]; when step k_i (the i-th
-//     change step, 0-based) has run, the actor that ran it drops to priority
-//     d-1-i, below every initial priority and every earlier change.
+//     seeded permutation of d .. d+n-1; c = min(d-1, horizon) distinct
+//     change steps are drawn in [1, pct_horizon_steps]; when step k_i (the
+//     i-th change step, 0-based) has run, the actor that ran it drops to
+//     priority c-i (= d-1-i unless the horizon is shorter), below every
+//     initial priority and every earlier change.
 // Steps are counted from construction (1-based for change steps: step 1 is
 // the first actor step). An actor whose NextWakeNs() is not after now must
 // report Runnable(); such wake times are ignored when looking for a jump.
