@@ -116,8 +116,8 @@ inline constexpr PhaseOrder kDefaultPhases = {Phase::kInbox, Phase::kPost, Phase
 
 struct WaitSet {
   std::optional<uint64_t> deadline_ns;  // next timer
-  bool poll_now = false;  // WRs outstanding or a destroyed QP awaiting its empty poll
-  bool work_now = false;  // postable work (runs again at once)
+  bool poll_now = false;                // WRs outstanding or a destroyed QP awaiting its empty poll
+  bool work_now = false;                // postable work (runs again at once)
   std::vector<hal::CompChannelHandle> channels;
 };
 

@@ -1,0 +1,199 @@
+// engine/cq_quota.cc: the per-CQ quota ledger (see cq_quota.h).
+//
+// What must stay true: every change of an entry's `held` is mirrored in
+// reserved_ (and in zombie_ for zombie entries) in the same call; a call that
+// returns an error changed nothing.
+#include "engine/cq_quota.h"
+
+#include <cstdio>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_format.h"
+#include "base/check.h"
+
+namespace ferry::engine {
+
+std::string_view QuotaQpStateName(QuotaQpState s) {
+  switch (s) {
+    case QuotaQpState::kLive:
+      return "LIVE";
+    case QuotaQpState::kRetiring:
+      return "RETIRING";
+    case QuotaQpState::kDestroyed:
+      return "DESTROYED";
+  }
+  return "?";
+}
+
+CqQuota::CqQuota(uint32_t capacity, uint32_t zombie_quota_max, const base::Mutations* mutations,
+                 bool check_every_op)
+    : capacity_(capacity),
+      zombie_quota_max_(zombie_quota_max),
+      mutations_(mutations),
+      check_every_op_(check_every_op) {
+  FERRY_CHECK_GT(capacity, 0u);
+  FERRY_CHECK_LE(zombie_quota_max, capacity);
+}
+
+void CqQuota::AfterOp() const {
+  if (!check_every_op_) return;
+  const absl::Status s = CheckInvariants();
+  if (!s.ok()) {
+    std::fprintf(stderr, "CqQuota invariant: %s\n", std::string(s.message()).c_str());
+    FERRY_CHECK(s.ok());
+  }
+}
+
+absl::Status CqQuota::AddQp(hal::QpHandle qp) {
+  if (!qp.valid()) return absl::InvalidArgumentError("CqQuota::AddQp: invalid QP handle");
+  if (qps_.contains(qp.id))
+    return absl::AlreadyExistsError(absl::StrFormat("CqQuota: QP %d already tracked", qp.id));
+  qps_.emplace(qp.id, Entry{});
+  AfterOp();
+  return absl::OkStatus();
+}
+
+absl::Status CqQuota::Reserve(hal::QpHandle qp, uint32_t n) {
+  auto it = qps_.find(qp.id);
+  if (it == qps_.end())
+    return absl::NotFoundError(absl::StrFormat("CqQuota::Reserve: QP %d not tracked", qp.id));
+  if (it->second.state != QuotaQpState::kLive)
+    return absl::FailedPreconditionError(absl::StrFormat("CqQuota::Reserve: QP %d is %s", qp.id,
+                                                         QuotaQpStateName(it->second.state)));
+  if (reserved_ + int64_t{n} > int64_t{capacity_})
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "CqQuota::Reserve: %d + %d CQEs exceed CQ size %d", reserved_, n, capacity_));
+  it->second.held += n;
+  reserved_ += n;
+  AfterOp();
+  return absl::OkStatus();
+}
+
+absl::Status CqQuota::Unreserve(hal::QpHandle qp, uint32_t n) {
+  auto it = qps_.find(qp.id);
+  if (it == qps_.end())
+    return absl::NotFoundError(absl::StrFormat("CqQuota::Unreserve: QP %d not tracked", qp.id));
+  Entry& e = it->second;
+  if (int64_t{n} > e.held)
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "CqQuota::Unreserve: QP %d holds %d, asked to return %d", qp.id, e.held, n));
+  e.held -= n;
+  reserved_ -= n;
+  if (IsZombie(e.state)) zombie_ -= n;
+  AfterOp();
+  return absl::OkStatus();
+}
+
+absl::Status CqQuota::ReleaseOnCqe(hal::QpHandle qp) {
+  auto it = qps_.find(qp.id);
+  if (it == qps_.end()) {
+    ++stray_cqes_;
+    return absl::NotFoundError(
+        absl::StrFormat("CqQuota: CQE of QP %d, which holds no quota here", qp.id));
+  }
+  if (it->second.held == 0) {
+    ++stray_cqes_;
+    return absl::FailedPreconditionError(
+        absl::StrFormat("CqQuota: CQE of QP %d beyond its reserved WRs", qp.id));
+  }
+  return Unreserve(qp, 1);
+}
+
+absl::Status CqQuota::MarkRetiring(hal::QpHandle qp) {
+  auto it = qps_.find(qp.id);
+  if (it == qps_.end())
+    return absl::NotFoundError(absl::StrFormat("CqQuota::MarkRetiring: QP %d not tracked", qp.id));
+  Entry& e = it->second;
+  if (e.state == QuotaQpState::kLive) {
+    e.state = QuotaQpState::kRetiring;
+    zombie_ += e.held;
+  }
+  AfterOp();
+  return absl::OkStatus();
+}
+
+absl::Status CqQuota::OnDestroyResult(hal::QpHandle qp, bool destroyed) {
+  auto it = qps_.find(qp.id);
+  if (it == qps_.end())
+    return absl::NotFoundError(
+        absl::StrFormat("CqQuota::OnDestroyResult: QP %d not tracked", qp.id));
+  Entry& e = it->second;
+  if (e.state == QuotaQpState::kDestroyed)
+    return absl::FailedPreconditionError(
+        absl::StrFormat("CqQuota::OnDestroyResult: QP %d already destroyed", qp.id));
+  if (e.state == QuotaQpState::kLive) {
+    e.state = QuotaQpState::kRetiring;
+    zombie_ += e.held;
+  }
+  if (destroyed) {
+    e.state = QuotaQpState::kDestroyed;
+    e.destroy_seq = ++seq_;
+  }
+  AfterOp();
+  return absl::OkStatus();
+}
+
+uint64_t CqQuota::PollStarted() { return ++seq_; }
+
+void CqQuota::Forget(uint64_t qp_id, Entry& e) {
+  reserved_ -= e.held;
+  zombie_ -= e.held;
+  if (mutations_ != nullptr && mutations_->on(base::Mutation::kEngineC4DoubleRelease)) {
+    // The bug C4 forbids: the entry stays, so the next empty poll returns
+    // the same quota again. The caller erases nothing.
+    e.destroy_seq = 0;
+    return;
+  }
+  e.held = 0;
+  qps_.erase(qp_id);
+}
+
+absl::StatusOr<std::vector<hal::QpHandle>> CqQuota::PollFinished(uint64_t ticket, uint32_t polled) {
+  if (ticket == 0 || ticket > seq_)
+    return absl::InvalidArgumentError(
+        absl::StrFormat("CqQuota::PollFinished: ticket %d was never issued", ticket));
+  std::vector<hal::QpHandle> released;
+  if (polled != 0) return released;
+  std::vector<uint64_t> ids;
+  for (const auto& [id, e] : qps_) {
+    if (e.state == QuotaQpState::kDestroyed && e.destroy_seq < ticket) ids.push_back(id);
+  }
+  for (uint64_t id : ids) {
+    Forget(id, qps_.find(id)->second);
+    released.push_back(hal::QpHandle{id});
+  }
+  AfterOp();
+  return released;
+}
+
+int64_t CqQuota::held(hal::QpHandle qp) const {
+  auto it = qps_.find(qp.id);
+  return it == qps_.end() ? 0 : it->second.held;
+}
+
+absl::Status CqQuota::CheckInvariants() const {
+  if (reserved_ < 0)
+    return absl::InternalError(absl::StrFormat("CqQuota: reserved %d < 0", reserved_));
+  if (reserved_ > int64_t{capacity_})
+    return absl::InternalError(
+        absl::StrFormat("CqQuota: reserved %d > CQ size %d", reserved_, capacity_));
+  int64_t sum = 0;
+  int64_t zombie = 0;
+  for (const auto& [id, e] : qps_) {
+    if (e.held < 0)
+      return absl::InternalError(absl::StrFormat("CqQuota: QP %d holds %d < 0", id, e.held));
+    sum += e.held;
+    if (IsZombie(e.state)) zombie += e.held;
+  }
+  if (sum != reserved_)
+    return absl::InternalError(absl::StrFormat(
+        "CqQuota: reserved %d != sum of per-QP held %d (quota returned twice or lost)", reserved_,
+        sum));
+  if (zombie != zombie_)
+    return absl::InternalError(
+        absl::StrFormat("CqQuota: zombie %d != sum of zombie QPs' held %d", zombie_, zombie));
+  return absl::OkStatus();
+}
+
+}  // namespace ferry::engine

@@ -1,0 +1,152 @@
+// engine/engine_impl.h: the engine body behind ferry::Engine: contexts,
+// workers, listener, async reader, the MR table, peer segments and batches.
+//
+// Owns: every engine object. Runtimes (runtime_threads, runtime_sim) drive
+// the workers, listener and async reader; this class never starts a thread.
+//
+// Thread safety: the public-API methods may be called from any thread; the
+// state they share with workers is the closed list of DESIGN.md section 4:
+// worker inboxes, task/slice words (atomics), and the MR table and
+// segment/batch tables below, guarded by mu_. Workers(), listener() and
+// async() are stepped by the runtime only.
+//
+// What must stay true: bring-up of every context happens in Create, before
+// the listener exists (C7); Submit validates every request before enqueuing
+// any (C8); shutdown retires every endpoint on its owner and only then
+// disables the contexts (C9).
+#ifndef FERRY_ENGINE_ENGINE_IMPL_H_
+#define FERRY_ENGINE_ENGINE_IMPL_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "base/mutation.h"
+#include "engine/async_events.h"
+#include "engine/context.h"
+#include "engine/handles.h"
+#include "engine/listener.h"
+#include "engine/task.h"
+#include "engine/worker.h"
+#include "ferry/engine.h"
+
+namespace ferry {
+
+namespace engine {
+class ThreadedRuntime;
+}  // namespace engine
+
+class EngineImpl {
+ public:
+  // The production runtime, when one runs this engine (runtime_threads.h).
+  std::unique_ptr<engine::ThreadedRuntime> threaded_runtime;
+
+  // Brings up every device (C7) and builds workers, listener and async
+  // reader. `mutations` and `observer` may be null; both must outlive it.
+  static absl::StatusOr<std::unique_ptr<EngineImpl>> Create(const EngineConfig& config,
+                                                            const EngineEnv& env,
+                                                            const base::Mutations* mutations,
+                                                            engine::LifecycleObserver* observer);
+  ~EngineImpl();
+
+  // Runtime hook: called whenever a worker's inbox got an item.
+  void set_wake(std::function<void(uint32_t)> wake) { wake_ = std::move(wake); }
+
+  // ---- API (any thread)
+  absl::Status RegisterMemory(void* addr, size_t len_bytes);
+  absl::Status UnregisterMemory(void* addr);
+  SegmentDescriptor LocalSegment() const;
+  absl::StatusOr<OpenToken> OpenSegmentAsync(std::string_view host_port);
+  absl::StatusOr<std::optional<SegmentHandle>> PollOpenSegment(OpenToken token);
+  absl::Status CloseSegment(SegmentHandle segment);
+  absl::StatusOr<BatchId> AllocateBatch(uint32_t capacity);
+  SubmitResult Submit(BatchId batch, absl::Span<const Request> requests);
+  absl::StatusOr<TaskStatus> GetTaskStatus(TaskId task) const;
+  absl::StatusOr<BatchStatus> GetBatchStatus(BatchId batch) const;
+  absl::Status Cancel(TaskId task);
+  absl::Status CancelBatch(BatchId batch);
+  absl::Status FreeBatch(BatchId batch);
+  PendingReport Pending() const;
+
+  // ---- lifecycle
+  // Refuses new calls, cancels pending tasks and asks every worker to
+  // retire its endpoints. Idempotent.
+  void BeginShutdown();
+  bool shutting_down() const;
+  // True when every worker has no endpoint left.
+  bool WorkersDrained() const;
+  // After the runtime stopped stepping workers: disables every context.
+  absl::Status FinishShutdown();
+
+  // ---- runtime access
+  std::vector<std::unique_ptr<engine::Worker>>& workers() { return workers_; }
+  engine::Listener& listener() { return *listener_; }
+  engine::AsyncReader& async() { return *async_; }
+  std::vector<std::unique_ptr<engine::Context>>& contexts() { return contexts_; }
+  const engine::HandleLedger& ledger() const { return ledger_; }
+  const EngineConfig& config() const { return config_; }
+  const EngineEnv& env() const { return env_; }
+  uint64_t incarnation() const { return incarnation_; }
+
+ private:
+  struct Region {
+    uint64_t id = 0;
+    uint64_t addr = 0;
+    uint64_t len_bytes = 0;
+  };
+  struct OpenState {
+    std::string address;
+    uint64_t deadline_ns = 0;
+    uint64_t last_send_ns = 0;
+    std::optional<SegmentDescriptor> descriptor;
+  };
+  struct Batch {
+    uint32_t capacity = 0;
+    std::vector<std::shared_ptr<engine::TaskRoute>> tasks;
+  };
+
+  EngineImpl(const EngineConfig& config, const EngineEnv& env, const base::Mutations* mutations,
+             engine::LifecycleObserver* observer);
+  void DescriptorArrived(uint64_t token, const SegmentDescriptor& d);
+  void Wake(uint32_t w) {
+    if (wake_) wake_(w);
+  }
+  absl::Status ValidateRequest(const Request& r, const Batch& b, size_t extra) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+  const EngineConfig config_;
+  const EngineEnv env_;
+  const base::Mutations* const mutations_;
+  engine::LifecycleObserver* const observer_;
+  uint64_t incarnation_ = 0;
+  engine::HandleLedger ledger_;
+  std::vector<std::unique_ptr<engine::Context>> contexts_;
+  engine::WorkerEnv worker_env_;
+  std::vector<std::unique_ptr<engine::Worker>> workers_;
+  std::unique_ptr<engine::Listener> listener_;
+  std::unique_ptr<engine::AsyncReader> async_;
+  std::function<void(uint32_t)> wake_;
+
+  mutable absl::Mutex mu_;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t version_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t next_region_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<uint64_t, Region> regions_ ABSL_GUARDED_BY(mu_);  // by addr
+  uint64_t next_token_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<uint64_t, OpenState> opens_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_segment_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<uint64_t, SegmentDescriptor> segments_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_batch_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<uint64_t, Batch> batches_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_ENGINE_ENGINE_IMPL_H_

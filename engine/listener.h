@@ -1,0 +1,49 @@
+// engine/listener.h: reads the ControlNet, decodes control messages and
+// hands handshake messages to their owner worker; answers segment-
+// descriptor requests itself (DESIGN.md section 4).
+//
+// Thread safety: Step() from one thread (the listener's runtime slot); the
+// callbacks it calls are thread-safe engine functions.
+// What must stay true: the listener never waits on an owner and never makes
+// a verbs call: it only pushes to inboxes (C5). A message that fails to
+// decode is dropped without touching any endpoint (C8).
+#ifndef FERRY_ENGINE_LISTENER_H_
+#define FERRY_ENGINE_LISTENER_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "base/mutation.h"
+#include "engine/lifecycle_wire.h"
+#include "engine/worker.h"
+#include "hal/control_net.h"
+
+namespace ferry::engine {
+
+struct ListenerEnv {
+  hal::ControlNet* net = nullptr;
+  std::vector<Worker*> workers;
+  std::vector<std::string> nics;  // local device names, by context index
+  std::function<SegmentDescriptor()> local_descriptor;
+  std::function<void(uint64_t token, const SegmentDescriptor&)> descriptor_arrived;
+  std::function<void(uint32_t worker)> wake;  // runtime hook; may be empty
+  const base::Mutations* mutations = nullptr;
+};
+
+class Listener {
+ public:
+  explicit Listener(ListenerEnv env) : env_(std::move(env)) {}
+  // Handles up to `max` messages; returns how many were read.
+  size_t Step(size_t max);
+  uint64_t rejected() const { return rejected_; }
+
+ private:
+  ListenerEnv env_;
+  uint64_t rejected_ = 0;
+};
+
+}  // namespace ferry::engine
+
+#endif  // FERRY_ENGINE_LISTENER_H_

@@ -1,0 +1,137 @@
+// engine/runtime_sim.cc: engine actors for the deterministic scheduler
+// (see runtime_sim.h).
+#include "engine/runtime_sim.h"
+
+#include <span>
+
+#include "base/check.h"
+#include "base/fnv1a.h"
+
+namespace ferry::engine {
+
+namespace {
+constexpr uint64_t kWorkerStepNs = 500;
+constexpr uint64_t kListenerStepNs = 200;
+constexpr uint64_t kAsyncPeriodNs = 1'000'000;
+}  // namespace
+
+void SimObserver::OnEvent(uint32_t worker, std::string_view kind, std::string_view key, uint64_t a,
+                          uint64_t b) {
+  records_.push_back(
+      LifecycleRecord{fabric_->NowNs(), worker, std::string(kind), std::string(key), a, b});
+  if (trace_ != nullptr) trace_->Event(kind, base::Fnv1a64(key), a, b);
+}
+
+void SimObserver::OnQpCreated(uint32_t worker, hal::QpHandle qp) {
+  FERRY_CHECK(fabric_->BindOwner(qp, WorkerActor(worker)).ok());
+}
+
+class SimRuntime::WorkerActor final : public sim::Actor {
+ public:
+  WorkerActor(SimRuntime* rt, uint32_t w) : rt_(rt), w_(w), name_("worker" + std::to_string(w)) {}
+  std::string_view name() const override { return name_; }
+  bool Runnable() override {
+    if (rt_->dead_) return false;
+    Worker& wk = *rt_->engine_->workers()[w_];
+    if (wk.InboxSize() > 0 || ws_.work_now || ws_.poll_now || first_) return true;
+    return ws_.deadline_ns && *ws_.deadline_ns <= rt_->fabric_->NowNs();
+  }
+  uint64_t Step() override {
+    first_ = false;
+    PhaseOrder order = kDefaultPhases;
+    rt_->prng_.Shuffle(std::span<Phase>(order.data(), order.size()));
+    rt_->fabric_->set_current_actor(rt_->first_actor_ + w_);
+    ws_ = rt_->engine_->workers()[w_]->Step(order);
+    rt_->fabric_->set_current_actor(0);
+    return kWorkerStepNs;
+  }
+  std::optional<uint64_t> NextWakeNs() override {
+    if (rt_->dead_) return std::nullopt;
+    return ws_.deadline_ns;
+  }
+  bool HasWork() override {
+    return !rt_->dead_ && (ws_.poll_now || rt_->engine_->workers()[w_]->InboxSize() > 0);
+  }
+
+ private:
+  SimRuntime* rt_;
+  uint32_t w_;
+  std::string name_;
+  WaitSet ws_;
+  bool first_ = true;
+};
+
+class SimRuntime::ListenerActor final : public sim::Actor {
+ public:
+  explicit ListenerActor(SimRuntime* rt) : rt_(rt) {}
+  std::string_view name() const override { return "listener"; }
+  bool Runnable() override { return !rt_->dead_ && rt_->net_->pollable() > 0; }
+  uint64_t Step() override {
+    rt_->fabric_->set_current_actor(rt_->first_actor_ +
+                                    static_cast<uint32_t>(rt_->engine_->workers().size()));
+    rt_->engine_->listener().Step(16);
+    rt_->fabric_->set_current_actor(0);
+    return kListenerStepNs;
+  }
+
+ private:
+  SimRuntime* rt_;
+};
+
+class SimRuntime::AsyncActor final : public sim::Actor {
+ public:
+  explicit AsyncActor(SimRuntime* rt) : rt_(rt) {}
+  std::string_view name() const override { return "async"; }
+  bool Runnable() override { return !rt_->dead_ && rt_->fabric_->NowNs() >= next_ns_; }
+  uint64_t Step() override {
+    rt_->fabric_->set_current_actor(rt_->first_actor_ + 1 +
+                                    static_cast<uint32_t>(rt_->engine_->workers().size()));
+    rt_->engine_->async().Step(16);
+    rt_->fabric_->set_current_actor(0);
+    next_ns_ = rt_->fabric_->NowNs() + kAsyncPeriodNs;
+    return kListenerStepNs;
+  }
+  std::optional<uint64_t> NextWakeNs() override {
+    if (rt_->dead_) return std::nullopt;
+    return next_ns_;
+  }
+
+ private:
+  SimRuntime* rt_;
+  uint64_t next_ns_ = 0;
+};
+
+SimRuntime::SimRuntime(EngineImpl* engine, sim::Fabric* fabric, sim::SimControlNet* net,
+                       SimObserver* observer, uint32_t first_actor_id, sim::Prng prng)
+    : engine_(engine),
+      fabric_(fabric),
+      net_(net),
+      first_actor_(first_actor_id),
+      prng_(std::move(prng)) {
+  (void)observer;
+  const uint32_t workers = static_cast<uint32_t>(engine_->workers().size());
+  for (auto& c : engine_->contexts())
+    for (uint32_t w = 0; w < workers; ++w)
+      for (uint32_t i = 0; i < c->cqs_per_worker(); ++i)
+        FERRY_CHECK(fabric_->BindOwner(c->cq(w, i), first_actor_ + w).ok());
+  for (uint32_t w = 0; w < workers; ++w) actors_.push_back(std::make_unique<WorkerActor>(this, w));
+  actors_.push_back(std::make_unique<ListenerActor>(this));
+  actors_.push_back(std::make_unique<AsyncActor>(this));
+}
+
+SimRuntime::~SimRuntime() = default;
+
+void SimRuntime::Stop() {
+  dead_ = true;
+  const uint32_t workers = static_cast<uint32_t>(engine_->workers().size());
+  for (auto& c : engine_->contexts())
+    for (uint32_t w = 0; w < workers; ++w)
+      for (uint32_t i = 0; i < c->cqs_per_worker(); ++i)
+        if (c->cq(w, i).valid()) FERRY_CHECK(fabric_->BindOwner(c->cq(w, i), 0).ok());
+}
+
+void SimRuntime::AddTo(sim::Scheduler* scheduler) {
+  for (auto& a : actors_) scheduler->AddActor(a.get());
+}
+
+}  // namespace ferry::engine

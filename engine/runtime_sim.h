@@ -1,0 +1,111 @@
+// engine/runtime_sim.h: the sim runtime: each worker, the listener and the
+// async reader of an engine become sim::Actors stepped by the scheduler
+// (DESIGN.md section 4, "Steps and runtimes"; C5).
+//
+// Owns: the actors, the seeded phase permutation of worker steps, and the
+// observer that binds every CQ and QP to its owner's actor in the simulated
+// RNIC (so a verbs call on it from any other actor fails the run) and
+// records lifecycle events for scenario assertions.
+//
+// Thread safety: none (the simulated world is single-threaded).
+// What must stay true: before each step the fabric is told which actor runs
+// (set_current_actor), and reset to 0 after; worker phases are permuted per
+// step from the seed, so correctness cannot depend on their order; every
+// wait of a worker is its wait set (Runnable/NextWakeNs derive from it).
+#ifndef FERRY_ENGINE_RUNTIME_SIM_H_
+#define FERRY_ENGINE_RUNTIME_SIM_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/engine_impl.h"
+#include "engine/worker.h"
+#include "hal/entropy.h"
+#include "sim/net/sim_network.h"
+#include "sim/prng.h"
+#include "sim/rnic/fabric.h"
+#include "sim/scheduler.h"
+#include "sim/trace.h"
+
+namespace ferry::engine {
+
+class SimEntropy final : public hal::Entropy {
+ public:
+  explicit SimEntropy(sim::Prng prng) : prng_(std::move(prng)) {}
+  uint64_t Next64() override { return prng_.Next(); }
+
+ private:
+  sim::Prng prng_;
+};
+
+struct LifecycleRecord {
+  uint64_t time_ns = 0;
+  uint32_t worker = 0;
+  std::string kind;
+  std::string key;
+  uint64_t a = 0;
+  uint64_t b = 0;
+};
+
+// Binds owners in the fabric and records events. Create before the engine
+// (pass it as the observer), then call Attach(engine).
+class SimObserver final : public LifecycleObserver {
+ public:
+  SimObserver(sim::Fabric* fabric, sim::Trace* trace, uint32_t first_actor_id, std::string tag)
+      : fabric_(fabric), trace_(trace), first_actor_(first_actor_id), tag_(std::move(tag)) {}
+  void OnEvent(uint32_t worker, std::string_view kind, std::string_view key, uint64_t a,
+               uint64_t b) override;
+  void OnQpCreated(uint32_t worker, hal::QpHandle qp) override;
+  uint32_t WorkerActor(uint32_t w) const { return first_actor_ + w; }
+  const std::vector<LifecycleRecord>& records() const { return records_; }
+  const std::string& tag() const { return tag_; }
+
+ private:
+  sim::Fabric* fabric_;
+  sim::Trace* trace_;
+  uint32_t first_actor_;
+  std::string tag_;
+  std::vector<LifecycleRecord> records_;
+};
+
+class SimRuntime {
+ public:
+  // Actor ids first_actor_id .. +workers+1 (workers, listener, async).
+  SimRuntime(EngineImpl* engine, sim::Fabric* fabric, sim::SimControlNet* net,
+             SimObserver* observer, uint32_t first_actor_id, sim::Prng prng);
+  ~SimRuntime();
+  void AddTo(sim::Scheduler* scheduler);
+  // The engine process died: its actors stop (the scheduler keeps them).
+  void Kill() { dead_ = true; }
+  // Orderly stop (after the workers drained): the actors stop and the
+  // workers' CQs return to the engine's own thread (actor 0), which
+  // disables the contexts.
+  void Stop();
+  bool dead() const { return dead_; }
+  EngineImpl* engine() const { return engine_; }
+  size_t actor_count() const { return actors_.size(); }
+  sim::Actor* actor(size_t i) const { return actors_[i].get(); }
+
+ private:
+  class WorkerActor;
+  class ListenerActor;
+  class AsyncActor;
+  friend class WorkerActor;
+  friend class ListenerActor;
+  friend class AsyncActor;
+
+  EngineImpl* engine_;
+  sim::Fabric* fabric_;
+  sim::SimControlNet* net_;
+  uint32_t first_actor_;
+  sim::Prng prng_;
+  bool dead_ = false;
+  std::vector<std::unique_ptr<sim::Actor>> actors_;
+};
+
+}  // namespace ferry::engine
+
+#endif  // FERRY_ENGINE_RUNTIME_SIM_H_
