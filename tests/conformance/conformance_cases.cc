@@ -1,0 +1,440 @@
+// tests/conformance/conformance_cases.cc: the verbs conformance cases,
+// written once against hal::Verbs (see conformance_env.h). The same
+// assertions run on the simulated RNIC (suite unit, profiles mlx5 and rxe)
+// and on real devices (suite hal_real).
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "gtest/gtest.h"
+#include "tests/conformance/conformance_env.h"
+
+namespace ferry::conformance {
+namespace {
+
+using hal::QpState;
+using hal::WcStatus;
+
+constexpr uint32_t kAccess =
+    hal::kAccessLocalWrite | hal::kAccessRemoteWrite | hal::kAccessRemoteRead;
+
+struct Side {
+  hal::Verbs* v = nullptr;
+  hal::ContextHandle ctx;
+  hal::PdHandle pd;
+  hal::CompChannelHandle ch;
+  hal::CqHandle cq;
+  uint32_t cqe = 0;
+  std::vector<uint8_t> buf;
+  hal::MrInfo mr;
+  hal::Gid gid;
+  hal::Mtu mtu = hal::Mtu::k1024;
+  std::vector<hal::QpHandle> qps;
+  uint32_t cq_events_unacked = 0;
+};
+
+// Both sides' objects; the destructor frees them in verbs order.
+class Rig {
+ public:
+  explicit Rig(Env& env, uint32_t cqe = 256, size_t buf_bytes = 1 << 16) : env_(env) {
+    for (int i = 0; i < 2; ++i) {
+      Side& s = side_[i];
+      s.v = &env.verbs(i);
+      auto ctx = s.v->OpenDevice(env.device(i));
+      if (!ctx.ok()) {
+        ADD_FAILURE() << ctx.status();
+        return;
+      }
+      s.ctx = *ctx;
+      s.pd = *s.v->AllocPd(s.ctx);
+      s.ch = *s.v->CreateCompChannel(s.ctx);
+      auto cq = s.v->CreateCq(s.ctx, cqe, s.ch);
+      EXPECT_TRUE(cq.ok()) << cq.status();
+      s.cq = cq->cq;
+      s.cqe = cq->cqe;
+      s.buf.assign(buf_bytes, static_cast<uint8_t>(0x10 + i));
+      s.mr = *s.v->RegMr(s.pd, s.buf.data(), s.buf.size(), kAccess);
+      s.gid = *s.v->QueryGid(s.ctx, 1, env.gid_index(i));
+      auto port = s.v->QueryPort(s.ctx, 1);
+      if (port.ok() && static_cast<uint8_t>(port->active_mtu) < static_cast<uint8_t>(s.mtu)) {
+        s.mtu = port->active_mtu;
+      }
+    }
+    ok_ = true;
+  }
+
+  ~Rig() {
+    if (!ok_) return;
+    for (int i = 0; i < 2; ++i) {
+      Side& s = side_[i];
+      DrainAsync(i);
+      for (hal::QpHandle qp : s.qps) EXPECT_TRUE(s.v->DestroyQp(qp).ok());
+      s.qps.clear();
+      EXPECT_TRUE(s.v->DeregMr(s.mr.mr).ok());
+      if (s.cq_events_unacked > 0) s.v->AckCqEvents(s.cq, s.cq_events_unacked);
+      EXPECT_TRUE(s.v->DestroyCq(s.cq).ok());
+      EXPECT_TRUE(s.v->DestroyCompChannel(s.ch).ok());
+      EXPECT_TRUE(s.v->DeallocPd(s.pd).ok());
+      EXPECT_TRUE(s.v->CloseDevice(s.ctx).ok());
+    }
+  }
+
+  bool ok() const { return ok_; }
+  Side& side(int i) { return side_[i]; }
+  Side& a() { return side_[0]; }
+  Side& b() { return side_[1]; }
+  Env& env() { return env_; }
+
+  // Gets and acknowledges every pending async event of a side; returns them.
+  std::vector<hal::AsyncEventType> DrainAsync(int i) {
+    std::vector<hal::AsyncEventType> out;
+    for (int n = 0; n < 64; ++n) {
+      auto ev = side_[i].v->GetAsyncEvent(side_[i].ctx);
+      if (!ev.ok()) break;
+      out.push_back(ev->type);
+      side_[i].v->AckAsyncEvent(*ev);
+    }
+    return out;
+  }
+
+  hal::QpInfo MakeQp(int i, uint32_t depth = 64) {
+    Side& s = side_[i];
+    hal::QpInitAttr init;
+    init.send_cq = init.recv_cq = s.cq;
+    init.cap.max_send_wr = depth;
+    init.cap.max_recv_wr = 1;
+    init.cap.max_send_sge = 1;
+    init.cap.max_recv_sge = 1;
+    auto qp = s.v->CreateQp(s.pd, init);
+    EXPECT_TRUE(qp.ok()) << qp.status();
+    if (!qp.ok()) return {};
+    s.qps.push_back(qp->qp);
+    return *qp;
+  }
+  absl::Status DestroyQp(int i, hal::QpHandle qp) {
+    DrainAsync(i);
+    absl::Status st = side_[i].v->DestroyQp(qp);
+    if (st.ok()) std::erase(side_[i].qps, qp);
+    return st;
+  }
+
+  absl::Status ToInit(int i, hal::QpHandle qp) {
+    hal::QpAttr a;
+    a.qp_state = QpState::kInit;
+    a.port_num = 1;
+    a.pkey_index = 0;
+    a.qp_access_flags = kAccess;
+    return side_[i].v->ModifyQp(
+        qp, a, hal::kQpState | hal::kQpPkeyIndex | hal::kQpPort | hal::kQpAccessFlags);
+  }
+  absl::Status ToRtr(int i, hal::QpHandle qp, uint32_t peer_qpn, uint32_t rq_psn) {
+    const Side& peer = side_[1 - i];
+    hal::QpAttr a;
+    a.qp_state = QpState::kRtr;
+    a.path_mtu = std::min(side_[i].mtu, peer.mtu);
+    a.dest_qp_num = peer_qpn;
+    a.rq_psn = rq_psn;
+    a.max_dest_rd_atomic = 1;
+    a.min_rnr_timer = 12;
+    a.ah_attr.is_global = true;
+    a.ah_attr.dgid = peer.gid;
+    a.ah_attr.sgid_index = static_cast<uint8_t>(env_.gid_index(i));
+    a.ah_attr.hop_limit = 64;
+    a.ah_attr.port_num = 1;
+    return side_[i].v->ModifyQp(qp, a,
+                                hal::kQpState | hal::kQpAv | hal::kQpPathMtu | hal::kQpDestQpn |
+                                    hal::kQpRqPsn | hal::kQpMaxDestRdAtomic | hal::kQpMinRnrTimer);
+  }
+  absl::Status ToRts(int i, hal::QpHandle qp, uint32_t sq_psn, uint8_t timeout, uint8_t retry) {
+    hal::QpAttr a;
+    a.qp_state = QpState::kRts;
+    a.sq_psn = sq_psn;
+    a.timeout = timeout;
+    a.retry_cnt = retry;
+    a.rnr_retry = 7;
+    a.max_rd_atomic = 1;
+    return side_[i].v->ModifyQp(qp, a,
+                                hal::kQpState | hal::kQpSqPsn | hal::kQpMaxQpRdAtomic |
+                                    hal::kQpRetryCnt | hal::kQpRnrRetry | hal::kQpTimeout);
+  }
+  absl::Status ToErr(int i, hal::QpHandle qp) {
+    hal::QpAttr a;
+    a.qp_state = QpState::kErr;
+    return side_[i].v->ModifyQp(qp, a, hal::kQpState);
+  }
+
+  struct Pair {
+    hal::QpInfo a, b;
+  };
+  absl::StatusOr<Pair> Connect(uint32_t depth = 64, uint8_t timeout = 14, uint8_t retry = 7,
+                               bool b_stays_in_init = false) {
+    Pair p{MakeQp(0, depth), MakeQp(1, depth)};
+    if (!p.a.qp.valid() || !p.b.qp.valid()) return absl::InternalError("create_qp failed");
+    if (auto s = ToInit(0, p.a.qp); !s.ok()) return s;
+    if (auto s = ToInit(1, p.b.qp); !s.ok()) return s;
+    if (auto s = ToRtr(0, p.a.qp, p.b.qp_num, 0x2000); !s.ok()) return s;
+    if (auto s = ToRts(0, p.a.qp, 0x1000, timeout, retry); !s.ok()) return s;
+    if (!b_stays_in_init) {
+      if (auto s = ToRtr(1, p.b.qp, p.a.qp_num, 0x1000); !s.ok()) return s;
+      if (auto s = ToRts(1, p.b.qp, 0x2000, timeout, retry); !s.ok()) return s;
+    }
+    return p;
+  }
+
+  hal::SendWr Wr(hal::Opcode op, uint64_t wr_id, uint64_t off, uint32_t len, bool signaled = true) {
+    hal::SendWr w;
+    w.wr_id = wr_id;
+    w.opcode = op;
+    w.send_flags = signaled ? uint32_t{hal::kSendSignaled} : 0u;
+    w.num_sge = 1;
+    w.sg_list[0] = hal::Sge{reinterpret_cast<uint64_t>(a().buf.data()) + off, len, a().mr.lkey};
+    w.remote_addr = reinterpret_cast<uint64_t>(b().buf.data()) + off;
+    w.rkey = b().mr.rkey;
+    return w;
+  }
+  hal::SendWr Write(uint64_t id, uint64_t off, uint32_t len, bool sig = true) {
+    return Wr(hal::Opcode::kRdmaWrite, id, off, len, sig);
+  }
+
+  std::vector<hal::WorkCompletion> PollN(int i, size_t n, uint64_t budget_ns) {
+    std::vector<hal::WorkCompletion> out;
+    const uint64_t end = env_.NowNs() + budget_ns;
+    hal::WorkCompletion wc[16];
+    while (out.size() < n) {
+      auto got = side_[i].v->PollCq(side_[i].cq, absl::MakeSpan(wc, 16));
+      if (!got.ok()) break;
+      for (uint32_t k = 0; k < *got; ++k) out.push_back(wc[k]);
+      if (out.size() >= n || env_.NowNs() >= end) break;
+      if (*got == 0) env_.Wait(env_.traits().poll_step_ns);
+    }
+    return out;
+  }
+
+ private:
+  Env& env_;
+  Side side_[2];
+  bool ok_ = false;
+};
+
+QpState StateOf(Side& s, hal::QpHandle qp) { return s.v->QueryQp(qp)->qp_state; }
+
+constexpr uint64_t kSecond = 1'000'000'000;
+
+TEST_P(Conformance, StateTransitionsIncludingResetToErr) {
+  Rig rig(env());
+  ASSERT_TRUE(rig.ok());
+  auto p = rig.Connect();
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(StateOf(rig.a(), p->a.qp), QpState::kRts);
+  EXPECT_EQ(StateOf(rig.b(), p->b.qp), QpState::kRts);
+  // Illegal: RTS -> RTR fails and changes nothing.
+  hal::QpAttr a;
+  a.qp_state = QpState::kRtr;
+  EXPECT_FALSE(rig.a().v->ModifyQp(p->a.qp, a, hal::kQpState).ok());
+  EXPECT_EQ(StateOf(rig.a(), p->a.qp), QpState::kRts);
+  ASSERT_TRUE(rig.ToErr(0, p->a.qp).ok());
+  EXPECT_EQ(StateOf(rig.a(), p->a.qp), QpState::kErr);
+  a.qp_state = QpState::kReset;
+  ASSERT_TRUE(rig.a().v->ModifyQp(p->a.qp, a, hal::kQpState).ok());
+  EXPECT_EQ(StateOf(rig.a(), p->a.qp), QpState::kReset);
+  // RESET -> ERR: by profile.
+  auto fresh = rig.MakeQp(0);
+  const absl::Status s = rig.ToErr(0, fresh.qp);
+  EXPECT_EQ(s.ok(), env().traits().reset_to_err_allowed) << s;
+  EXPECT_EQ(StateOf(rig.a(), fresh.qp),
+            env().traits().reset_to_err_allowed ? QpState::kErr : QpState::kReset);
+}
+
+TEST_P(Conformance, PostInErrIsFlushedAtOnce) {
+  Rig rig(env());
+  ASSERT_TRUE(rig.ok());
+  auto p = rig.Connect();
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_TRUE(rig.ToErr(0, p->a.qp).ok());
+  hal::SendWr wr = rig.Write(42, 0, 64);
+  ASSERT_TRUE(rig.a().v->PostSend(p->a.qp, {&wr, 1}).status.ok());
+  auto wcs = rig.PollN(0, 1, 2 * kSecond);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].wr_id, 42u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kWrFlushErr);
+}
+
+TEST_P(Conformance, FlushOrderAfterErrorIncludesUnsignaledWrs) {
+  Rig rig(env());
+  ASSERT_TRUE(rig.ok());
+  auto p = rig.Connect(64, 14, 7, /*b_stays_in_init=*/true);
+  ASSERT_TRUE(p.ok()) << p.status();
+  std::vector<hal::SendWr> chain;
+  for (uint64_t i = 0; i < 6; ++i) chain.push_back(rig.Write(100 + i, 64 * i, 64, i % 2 == 0));
+  ASSERT_TRUE(rig.a().v->PostSend(p->a.qp, chain).status.ok());
+  env().Wait(1'000'000);
+  ASSERT_TRUE(rig.ToErr(0, p->a.qp).ok());
+  auto wcs = rig.PollN(0, 6, 2 * kSecond);
+  ASSERT_EQ(wcs.size(), 6u);
+  for (uint64_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(wcs[i].wr_id, 100 + i) << "post order";
+    EXPECT_EQ(wcs[i].status, WcStatus::kWrFlushErr);
+  }
+}
+
+TEST_P(Conformance, ErrorCqeFields) {
+  Rig rig(env());
+  ASSERT_TRUE(rig.ok());
+  auto p = rig.Connect(64, 14, 7, true);
+  ASSERT_TRUE(p.ok()) << p.status();
+  hal::SendWr wr = rig.Write(7, 0, 256);
+  ASSERT_TRUE(rig.a().v->PostSend(p->a.qp, {&wr, 1}).status.ok());
+  ASSERT_TRUE(rig.ToErr(0, p->a.qp).ok());
+  auto wcs = rig.PollN(0, 1, 2 * kSecond);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].wr_id, 7u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kWrFlushErr);
+  EXPECT_EQ(wcs[0].qp_num, p->a.qp_num);
+  if (env().traits().error_opcode_zero) {
+    EXPECT_EQ(static_cast<int>(wcs[0].opcode), 0);
+    EXPECT_EQ(wcs[0].vendor_err, 0u);
+  }
+}
+
+TEST_P(Conformance, QpnReuseAfterDestroy) {
+  Rig rig(env());
+  ASSERT_TRUE(rig.ok());
+  auto q1 = rig.MakeQp(0);
+  auto q2 = rig.MakeQp(0);
+  EXPECT_NE(q1.qp_num, q2.qp_num);
+  const uint32_t freed = q1.qp_num;
+  ASSERT_TRUE(rig.DestroyQp(0, q1.qp).ok());
+  auto q3 = rig.MakeQp(0);
+  EXPECT_NE(q3.qp_num, q2.qp_num) << "two live QPs share a QPN";
+  if (env().traits().qpn_reuse_prompt) {
+    EXPECT_EQ(q3.qp_num, freed);
+  }
+}
+
+TEST_P(Conformance, LeftoverCqesAfterDestroy) {
+  Rig rig(env());
+  ASSERT_TRUE(rig.ok());
+  auto p = rig.Connect();
+  ASSERT_TRUE(p.ok()) << p.status();
+  std::vector<hal::SendWr> chain;
+  for (uint64_t i = 0; i < 3; ++i) chain.push_back(rig.Write(i, 64 * i, 64));
+  ASSERT_TRUE(rig.a().v->PostSend(p->a.qp, chain).status.ok());
+  env().Wait(env().traits().sim ? 10'000'000 : kSecond);  // let them complete, unpolled
+  ASSERT_TRUE(rig.DestroyQp(0, p->a.qp).ok());
+  auto wcs = rig.PollN(0, 3, env().traits().sim ? 1'000'000 : kSecond / 10);
+  EXPECT_EQ(wcs.size(), env().traits().scrubs_on_destroy ? 0u : 3u);
+}
+
+TEST_P(Conformance, DuplicatePsnWriteIsReackedNotExecuted) {
+  if (!env().traits().can_lose_acks) GTEST_SKIP() << "needs ACK loss (sim only)";
+  Rig rig(env());
+  ASSERT_TRUE(rig.ok());
+  auto p = rig.Connect(64, 8, 7);
+  ASSERT_TRUE(p.ok()) << p.status();
+  std::fill(rig.a().buf.begin(), rig.a().buf.begin() + 64, 0xE1);
+  hal::SendWr wr = rig.Write(1, 0, 64);
+  ASSERT_TRUE(rig.a().v->PostSend(p->a.qp, {&wr, 1}).status.ok());
+  env().Wait(500);
+  ASSERT_TRUE(env().SetLinkUp(0, false));  // the ACK will be lost
+  env().Wait(5'000);
+  ASSERT_EQ(rig.b().buf[0], 0xE1);
+  std::fill(rig.b().buf.begin(), rig.b().buf.begin() + 64, 0x5A);
+  ASSERT_TRUE(env().SetLinkUp(0, true));
+  rig.DrainAsync(0);
+  auto wcs = rig.PollN(0, 1, 10 * kSecond);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(rig.b().buf[0], 0x5A) << "duplicate PSN executed again";
+}
+
+TEST_P(Conformance, RkeyViolationMovesResponderToErr) {
+  Rig rig(env());
+  ASSERT_TRUE(rig.ok());
+  auto p = rig.Connect();
+  ASSERT_TRUE(p.ok()) << p.status();
+  std::vector<hal::SendWr> chain = {rig.Write(0, 0, 64), rig.Write(1, 64, 64),
+                                    rig.Write(2, 128, 64)};
+  chain[1].rkey ^= 0x80;
+  ASSERT_TRUE(rig.a().v->PostSend(p->a.qp, chain).status.ok());
+  auto wcs = rig.PollN(0, 3, 5 * kSecond);
+  ASSERT_EQ(wcs.size(), 3u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(wcs[1].status, WcStatus::kRemAccessErr);
+  EXPECT_EQ(wcs[2].status, WcStatus::kWrFlushErr);
+  EXPECT_EQ(StateOf(rig.a(), p->a.qp), QpState::kErr);
+  EXPECT_EQ(StateOf(rig.b(), p->b.qp), QpState::kErr);
+}
+
+TEST_P(Conformance, RetryExhaustionTowardPeerLeftInInit) {
+  Rig rig(env());
+  ASSERT_TRUE(rig.ok());
+  const uint8_t timeout = 14, retry = 7;
+  auto p = rig.Connect(64, timeout, retry, /*b_stays_in_init=*/true);
+  ASSERT_TRUE(p.ok()) << p.status();
+  hal::SendWr wr = rig.Write(9, 0, 64);
+  const uint64_t t0 = env().NowNs();
+  ASSERT_TRUE(rig.a().v->PostSend(p->a.qp, {&wr, 1}).status.ok());
+  auto wcs = rig.PollN(0, 1, 30 * kSecond);
+  const uint64_t took = env().NowNs() - t0;
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].wr_id, 9u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kRetryExcErr);
+  const uint64_t budget = (retry + 1) * (uint64_t{4096} << timeout);  // ~537 ms
+  if (env().traits().sim) {
+    EXPECT_GE(took, budget);
+  } else {
+    EXPECT_GE(took, budget / 4);  // real timers are coarse (jiffies on rxe)
+  }
+  EXPECT_LE(took, budget + budget / 8 + env().traits().timing_slack_ns);
+  EXPECT_EQ(StateOf(rig.a(), p->a.qp), QpState::kErr);
+}
+
+TEST_P(Conformance, NotificationIsOneShot) {
+  Rig rig(env());
+  ASSERT_TRUE(rig.ok());
+  auto p = rig.Connect();
+  ASSERT_TRUE(p.ok()) << p.status();
+  Side& a = rig.a();
+  EXPECT_FALSE(a.v->GetCqEvent(a.ch).ok());
+  ASSERT_TRUE(a.v->ReqNotifyCq(a.cq, false).ok());
+  std::vector<hal::SendWr> two = {rig.Write(1, 0, 8), rig.Write(2, 8, 8)};
+  ASSERT_TRUE(a.v->PostSend(p->a.qp, two).status.ok());
+  auto wcs = rig.PollN(0, 2, 5 * kSecond);
+  ASSERT_EQ(wcs.size(), 2u);
+  auto ev = a.v->GetCqEvent(a.ch);
+  ASSERT_TRUE(ev.ok()) << ev.status();
+  EXPECT_EQ(*ev, a.cq);
+  ++a.cq_events_unacked;
+  EXPECT_FALSE(a.v->GetCqEvent(a.ch).ok()) << "a second event without re-arming";
+  a.v->AckCqEvents(a.cq, a.cq_events_unacked);
+  a.cq_events_unacked = 0;
+  ASSERT_TRUE(a.v->ReqNotifyCq(a.cq, false).ok());
+  hal::SendWr one = rig.Write(3, 16, 8);
+  ASSERT_TRUE(a.v->PostSend(p->a.qp, {&one, 1}).status.ok());
+  ASSERT_EQ(rig.PollN(0, 1, 5 * kSecond).size(), 1u);
+  ev = a.v->GetCqEvent(a.ch);
+  ASSERT_TRUE(ev.ok()) << "re-armed CQ did not fire";
+  ++a.cq_events_unacked;
+}
+
+TEST_P(Conformance, CqOverrunIsReported) {
+  Rig rig(env(), /*cqe=*/4);
+  ASSERT_TRUE(rig.ok());
+  const uint32_t cap = rig.a().cqe;
+  auto p = rig.Connect(64);
+  ASSERT_TRUE(p.ok()) << p.status();
+  std::vector<hal::SendWr> chain;
+  for (uint64_t i = 0; i <= cap + 1; ++i) chain.push_back(rig.Write(i, 8 * i, 8));
+  ASSERT_TRUE(rig.a().v->PostSend(p->a.qp, chain).status.ok());
+  env().Wait(env().traits().sim ? 10'000'000 : 2 * kSecond);
+  hal::WorkCompletion wc[64];
+  const bool poll_failed = !rig.a().v->PollCq(rig.a().cq, absl::MakeSpan(wc, 64)).ok();
+  auto events = rig.DrainAsync(0);
+  const bool cq_err = std::count(events.begin(), events.end(), hal::AsyncEventType::kCqErr) > 0;
+  EXPECT_TRUE(poll_failed || cq_err) << "overrun went unreported";
+}
+
+}  // namespace
+}  // namespace ferry::conformance

@@ -1,0 +1,77 @@
+// tests/conformance/conformance_env.h: the one verbs conformance set,
+// written once against hal::Verbs, and the small environment interface each
+// backend implements (sim_env.cc: the simulated RNIC, both profiles;
+// ibverbs_env.cc: real devices through libibverbs, e.g. rxe0/rxe1).
+//
+// Thread safety: none (tests are single-threaded).
+// What must stay true: a case uses only hal::Verbs calls plus this
+// interface, so the same assertions run on both backends; where real
+// hardware differs by design (profile behaviour), the case reads Traits,
+// never the backend's name.
+#ifndef FERRY_TESTS_CONFORMANCE_CONFORMANCE_ENV_H_
+#define FERRY_TESTS_CONFORMANCE_CONFORMANCE_ENV_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "hal/types.h"
+#include "hal/verbs.h"
+
+namespace ferry::conformance {
+
+struct Traits {
+  bool sim = false;
+  bool reset_to_err_allowed = false;  // kernel 6.1 table / rxe: yes; sim mlx5: no
+  bool scrubs_on_destroy = false;     // mlx5: yes; rxe: leftover CQEs
+  bool error_opcode_zero = false;     // rxe: opcode 0, vendor_err 0
+  bool qpn_reuse_prompt = false;      // sim: freed QPN reused by the next create
+  bool can_lose_acks = false;         // env can drop side A's link (sim only)
+  uint64_t poll_step_ns = 100'000;    // how much time one idle poll lets pass
+  uint64_t timing_slack_ns = 0;       // extra allowed on timing assertions
+};
+
+class Env {
+ public:
+  virtual ~Env() = default;
+  // side 0 = A (requester), side 1 = B (responder). May be one Verbs.
+  virtual hal::Verbs& verbs(int side) = 0;
+  virtual std::string device(int side) = 0;
+  virtual int gid_index(int side) = 0;
+  virtual const Traits& traits() const = 0;
+  // Lets `ns` of time pass (sim: virtual time; real: sleeps).
+  virtual void Wait(uint64_t ns) = 0;
+  virtual uint64_t NowNs() = 0;
+  // Sim only: take side's link down/up (returns false when unsupported).
+  virtual bool SetLinkUp(int side, bool up) = 0;
+};
+
+struct EnvParam {
+  std::string name;
+  // Returns nullptr (with a reason in *skip) when the backend has no devices.
+  std::function<std::unique_ptr<Env>(std::string* skip)> make;
+};
+
+class Conformance : public ::testing::TestWithParam<EnvParam> {
+ protected:
+  void SetUp() override {
+    std::string skip;
+    env_ = GetParam().make(&skip);
+    if (env_ == nullptr) GTEST_SKIP() << skip;
+  }
+  void TearDown() override { env_.reset(); }
+  Env& env() { return *env_; }
+
+ private:
+  std::unique_ptr<Env> env_;
+};
+
+inline std::string EnvParamName(const ::testing::TestParamInfo<EnvParam>& info) {
+  return info.param.name;
+}
+
+}  // namespace ferry::conformance
+
+#endif  // FERRY_TESTS_CONFORMANCE_CONFORMANCE_ENV_H_
