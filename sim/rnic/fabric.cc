@@ -211,13 +211,14 @@ absl::Status Fabric::BindOwner(hal::CqHandle cq, uint32_t actor) {
 #define FERRY_SIM_CHECK_HANDLE_(table, kindname, hostexpr)                                       \
   NoteCall();                                                                                    \
   if (h.id == 0 || h.id > table.size()) {                                                        \
-    return Violate(ViolationKind::kForeignHandle, absl::StrCat(AV(call), ": ", kindname, " handle ", \
-                                                               h.id, " is not of this fabric")); \
+    return Violate(                                                                              \
+        ViolationKind::kForeignHandle,                                                           \
+        absl::StrCat(AV(call), ": ", kindname, " handle ", h.id, " is not of this fabric"));     \
   }                                                                                              \
   const uint32_t idx = static_cast<uint32_t>(h.id - 1);                                          \
   if ((hostexpr) != host) {                                                                      \
     return Violate(ViolationKind::kForeignHandle,                                                \
-                   absl::StrCat(AV(call), ": ", kindname, " handle ", h.id, " belongs to host ",     \
+                   absl::StrCat(AV(call), ": ", kindname, " handle ", h.id, " belongs to host ", \
                                 (hostexpr), ", caller is host ", host));                         \
   }
 

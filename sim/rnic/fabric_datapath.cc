@@ -36,6 +36,7 @@ namespace {
 constexpr uint32_t kPsnMask = 0xffffff;
 constexpr uint64_t kNoSeq = ~uint64_t{0};
 constexpr uint64_t kHeaderBytes = 58;  // Eth+IP+UDP+BTH+RETH, roughly
+constexpr uint32_t kAckEvery = 16;     // coalesced ACKs: at least every 16 WRITEs
 
 // Signed distance a - b in 24-bit PSN space.
 int32_t PsnDiff(uint32_t a, uint32_t b) {
@@ -51,17 +52,42 @@ bool Executing(QpState s) { return s == QpState::kRts || s == QpState::kSqd; }
 
 // ------------------------------------------------------------------ events
 
-void Fabric::Push(EvType type, uint64_t t_ns, uint32_t a, uint32_t b, uint64_t c, uint32_t d) {
+void Fabric::Push(EvType type, uint64_t t_ns, uint32_t a, uint32_t b, uint64_t c, uint32_t d,
+                  uint32_t chan) {
   FERRY_CHECK_LT(events_.size(), size_t{1} << 28);
-  events_.push(Event{t_ns, next_event_seq_++, c, a, b, d, type});
+  const Event e{t_ns, next_event_seq_++, c, a, b, d, chan, type};
+  if (chan == kNone) {
+    events_.push(e);
+    return;
+  }
+  if (chan >= chans_.size()) chans_.resize(chan + 1);
+  std::deque<Event>& f = chans_[chan];
+  FERRY_CHECK_LT(f.size(), size_t{1} << 26);
+  if (f.empty()) {
+    events_.push(e);
+  } else {
+    FERRY_CHECK_LE(f.back().t_ns, t_ns);  // a channel is FIFO in time
+  }
+  f.push_back(e);
+}
+
+Fabric::Event Fabric::PopNext() {
+  const Event e = events_.top();
+  events_.pop();
+  if (e.chan != kNone) {
+    std::deque<Event>& f = chans_[e.chan];
+    FERRY_CHECK(!f.empty() && f.front().seq == e.seq);
+    f.pop_front();
+    if (!f.empty()) events_.push(f.front());
+  }
+  return e;
 }
 
 bool Fabric::Runnable() { return !events_.empty() && events_.top().t_ns <= clock_->NowNs(); }
 
 uint64_t Fabric::Step() {
   for (uint32_t n = 0; n < config_.events_per_step_max && Runnable(); ++n) {
-    const Event e = events_.top();
-    events_.pop();
+    const Event e = PopNext();
     Dispatch(e);
   }
   return 0;
@@ -74,8 +100,7 @@ std::optional<uint64_t> Fabric::NextWakeNs() {
 
 void Fabric::RunUntil(uint64_t t_ns) {
   while (!events_.empty() && events_.top().t_ns <= t_ns) {
-    const Event e = events_.top();
-    events_.pop();
+    const Event e = PopNext();
     clock_->AdvanceTo(e.t_ns);
     Dispatch(e);
   }
@@ -85,8 +110,7 @@ void Fabric::RunUntil(uint64_t t_ns) {
 bool Fabric::Settle(uint64_t budget_ns) {
   const uint64_t end = clock_->NowNs() + budget_ns;
   while (!events_.empty() && events_.top().t_ns <= end) {
-    const Event e = events_.top();
-    events_.pop();
+    const Event e = PopNext();
     clock_->AdvanceTo(e.t_ns);
     Dispatch(e);
   }
@@ -289,17 +313,17 @@ void Fabric::SendReq(uint32_t qi, Qp& q, Wr& w, uint64_t vpsn) {
   }
   const uint64_t t = Arrival(q.tx_free_ns, &q.last_req_arrival_ns);
   Push(EvType::kReq, t, qi, static_cast<uint32_t>(w.seq), vpsn,
-       static_cast<uint32_t>((q.psn_base + vpsn) & kPsnMask));
+       static_cast<uint32_t>((q.psn_base + vpsn) & kPsnMask), ReqChan(qi));
 }
 
-void Fabric::SendResp(Qp& r, uint32_t req_qi, RespKind kind, uint64_t vpsn) {
+void Fabric::SendResp(uint32_t ri, Qp& r, uint32_t req_qi, RespKind kind, uint64_t vpsn) {
   ++stats_.packets_sent;
   if (PacketLost(r.dev, qps_[req_qi]->dev)) {
     ++stats_.packets_dropped;
     return;
   }
   const uint64_t t = Arrival(clock_->NowNs(), &r.last_resp_arrival_ns);
-  Push(EvType::kResp, t, req_qi, kind, vpsn, 0);
+  Push(EvType::kResp, t, req_qi, kind, vpsn, 0, RespChan(ri));
 }
 
 void Fabric::ShadowCheck(const void* addr, uint64_t len, bool local, std::string_view what) {
@@ -385,7 +409,7 @@ void Fabric::OnReq(const Event& e) {
   if (diff > 0) {  // a gap: NAK once with the expected PSN
     if (!r.nak_sent) {
       r.nak_sent = true;
-      SendResp(r, e.a, kNakSeq, e.c - static_cast<uint64_t>(diff));
+      SendResp(ri, r, e.a, kNakSeq, e.c - static_cast<uint64_t>(diff));
     }
     return drop();
   }
@@ -401,7 +425,7 @@ void Fabric::OnReq(const Event& e) {
   const bool is_write = wr.wr.opcode == hal::Opcode::kRdmaWrite;
   const bool last = e.c + 1 == wr.vpsn_first + wr.npkts;
   if (dup && is_write) {  // re-acknowledged without executing
-    SendResp(r, e.a, kAck, e.c);
+    SendResp(ri, r, e.a, kAck, e.c);
     return;
   }
   const uint32_t need = is_write ? hal::kAccessRemoteWrite : hal::kAccessRemoteRead;
@@ -410,7 +434,7 @@ void Fabric::OnReq(const Event& e) {
                     : nullptr;
   if (m == nullptr) {
     // Access violation: REM_ACCESS_ERR at the requester, responder to ERR.
-    SendResp(r, e.a, kNakAccess, e.c);
+    SendResp(ri, r, e.a, kNakAccess, e.c);
     RaiseAsync(r.ctx, AsyncEventType::kQpAccessErr, ri, kNone, 0);
     EnterErr(ri, r);
     return;
@@ -426,7 +450,17 @@ void Fabric::OnReq(const Event& e) {
     ++stats_.packets_executed;
     r.epsn = (r.epsn + 1) & kPsnMask;
     r.nak_sent = false;
-    if (last) SendResp(r, e.a, kAck, e.c);
+    // ACK coalescing: while more of this requester's packets are already
+    // on the wire behind this one, acknowledge only every kAckEvery-th
+    // packet; the last one in a burst is always acknowledged.
+    if (last) {
+      ++r.unacked_wrs;
+      const bool more = e.chan < chans_.size() && !chans_[e.chan].empty();
+      if (!more || r.unacked_wrs >= kAckEvery) {
+        r.unacked_wrs = 0;
+        SendResp(ri, r, e.a, kAck, e.c);
+      }
+    }
     return;
   }
   // READ: the response carries the data; it is placed when it arrives.
@@ -435,7 +469,7 @@ void Fabric::OnReq(const Event& e) {
     r.epsn = (r.epsn + 1) & kPsnMask;
     r.nak_sent = false;
   }
-  SendResp(r, e.a, kReadResp, e.c);
+  SendResp(ri, r, e.a, kReadResp, e.c);
 }
 
 // ------------------------------------------------------------------ responses
@@ -637,7 +671,8 @@ void Fabric::EmitCqe(uint32_t qi, Qp& q, const Wr& w, WcStatus status) {
   }
   FERRY_CHECK_LT(q.pending.size(), size_t{1} << 24);
   q.pending.push_back(PendingCqe{ready, c, flush});
-  Push(EvType::kCqeDeliver, ready, qi, 0, 0, 0);
+  Push(EvType::kCqeDeliver, ready, qi, 0, 0, 0,
+       config_.mutations.on(base::Mutation::kSimPerQpOrderOff) ? kNone : CqeChan(qi));
 }
 
 void Fabric::DeliverPending(uint32_t qi) {
@@ -758,7 +793,8 @@ void Fabric::LinkUp(uint32_t dev) {
 
 absl::Status Fabric::SetLinkUp(uint32_t host, std::string_view device, bool up) {
   const uint32_t dev = host < hosts_.size() ? FindDevice(host, device) : kNone;
-  if (dev == kNone) return absl::NotFoundError(absl::StrCat("no AV(device) h", host, "/", AV(device)));
+  if (dev == kNone)
+    return absl::NotFoundError(absl::StrCat("no AV(device) h", host, "/", AV(device)));
   if (up) {
     LinkUp(dev);
   } else {
@@ -793,7 +829,8 @@ absl::Status Fabric::ApplyScripted(const ScriptedFault& f) {
       ++hosts_[t.host].script_resource_fail;
       return absl::OkStatus();
     }
-    return absl::InvalidArgumentError(absl::StrCat(AV(FaultKindName(f.kind)), " needs a qp/cq/dev"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(AV(FaultKindName(f.kind)), " needs a qp/cq/dev"));
   }
   const uint32_t dev = FindDevice(t.host, t.device);
   if (dev == kNone) return absl::NotFoundError(absl::StrCat("no AV(device) ", t.ToString()));
