@@ -1,0 +1,117 @@
+// engine/request_validation.cc: RangeSet and ValidateRequests (see the
+// header for the order of checks and their codes).
+//
+// What must stay true: no arithmetic wraps (every end is computed only after
+// checking addr + len does not overflow); RangeSet never holds overlapping
+// or empty ranges.
+#include "engine/request_validation.h"
+
+#include <limits>
+
+#include "absl/strings/str_format.h"
+
+namespace ferry::engine {
+namespace {
+
+bool Wraps(uint64_t addr, uint64_t len) {
+  return len > std::numeric_limits<uint64_t>::max() - addr;
+}
+
+}  // namespace
+
+absl::Status RangeSet::Add(uint64_t addr, uint64_t length_bytes) {
+  if (length_bytes == 0) return absl::InvalidArgumentError("range of zero length");
+  if (Wraps(addr, length_bytes))
+    return absl::InvalidArgumentError(
+        absl::StrFormat("range 0x%x + %d wraps around the address space", addr, length_bytes));
+  const uint64_t end = addr + length_bytes;
+  auto next = ranges_.lower_bound(addr);
+  if (next != ranges_.end() && next->first < end)
+    return absl::AlreadyExistsError(
+        absl::StrFormat("range [0x%x, 0x%x) overlaps the one at 0x%x", addr, end, next->first));
+  if (next != ranges_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second > addr)
+      return absl::AlreadyExistsError(
+          absl::StrFormat("range [0x%x, 0x%x) overlaps the one at 0x%x", addr, end, prev->first));
+  }
+  ranges_.emplace(addr, length_bytes);
+  return absl::OkStatus();
+}
+
+absl::Status RangeSet::Remove(uint64_t addr) {
+  if (ranges_.erase(addr) == 0)
+    return absl::NotFoundError(absl::StrFormat("no range starts at 0x%x", addr));
+  return absl::OkStatus();
+}
+
+std::optional<Range> RangeSet::Covering(uint64_t addr) const {
+  auto it = ranges_.upper_bound(addr);
+  if (it == ranges_.begin()) return std::nullopt;
+  --it;
+  if (addr - it->first >= it->second) return std::nullopt;
+  return Range{it->first, it->second};
+}
+
+bool RangeSet::Contains(uint64_t addr, uint64_t length_bytes) const {
+  if (length_bytes == 0 || Wraps(addr, length_bytes)) return false;
+  const std::optional<Range> r = Covering(addr);
+  return r.has_value() && (addr - r->addr) + length_bytes <= r->length_bytes;
+}
+
+namespace {
+
+absl::Status ValidateOne(const Request& r, size_t index, const RangeSet& local,
+                         SegmentLookup segments, uint64_t request_bytes_max,
+                         uint64_t batch_free_slots) {
+  if (r.opcode != OpKind::kRead && r.opcode != OpKind::kWrite)
+    return absl::InvalidArgumentError(
+        absl::StrFormat("request %d: unknown opcode %d", index, static_cast<int>(r.opcode)));
+  if (r.length_bytes == 0)
+    return absl::InvalidArgumentError(absl::StrFormat("request %d: zero length", index));
+  if (r.length_bytes > request_bytes_max)
+    return absl::InvalidArgumentError(
+        absl::StrFormat("request %d: oversized: %d bytes exceed request_bytes_max %d", index,
+                        r.length_bytes, request_bytes_max));
+  if (Wraps(r.local_addr, r.length_bytes))
+    return absl::OutOfRangeError(absl::StrFormat("request %d: local range 0x%x + %d wraps", index,
+                                                 r.local_addr, r.length_bytes));
+  const std::optional<Range> mr = local.Covering(r.local_addr);
+  if (!mr.has_value())
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "request %d: local address 0x%x is not in registered memory", index, r.local_addr));
+  if (!local.Contains(r.local_addr, r.length_bytes))
+    return absl::OutOfRangeError(absl::StrFormat(
+        "request %d: local range [0x%x, +%d) runs past its registration [0x%x, +%d)", index,
+        r.local_addr, r.length_bytes, mr->addr, mr->length_bytes));
+  const RangeSet* seg = r.segment.valid() ? segments(r.segment) : nullptr;
+  if (seg == nullptr)
+    return absl::NotFoundError(
+        absl::StrFormat("request %d: unknown peer segment %d", index, r.segment.id));
+  if (!seg->Contains(r.remote_addr, r.length_bytes))
+    return absl::OutOfRangeError(
+        absl::StrFormat("request %d: remote range [0x%x, +%d) is not inside one buffer of "
+                        "segment %d",
+                        index, r.remote_addr, r.length_bytes, r.segment.id));
+  if (index >= batch_free_slots)
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("request %d: batch full (%d free slots)", index, batch_free_slots));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+BatchValidation ValidateRequests(absl::Span<const Request> requests, const RangeSet& local,
+                                 SegmentLookup segments, uint64_t request_bytes_max,
+                                 uint64_t batch_free_slots) {
+  BatchValidation out;
+  out.per_request.reserve(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    out.per_request.push_back(
+        ValidateOne(requests[i], i, local, segments, request_bytes_max, batch_free_slots));
+    out.all_ok = out.all_ok && out.per_request.back().ok();
+  }
+  return out;
+}
+
+}  // namespace ferry::engine

@@ -1,0 +1,82 @@
+// engine/request_validation.h: C8 validation of a batch of requests.
+//
+// Owns: RangeSet (non-overlapping [addr, addr + len) ranges, O(log n)
+// lookup; used for the local MR table and for each peer segment's buffers)
+// and ValidateRequests, which checks every request of a Submit before any is
+// enqueued and gives each its own status (DESIGN.md C8).
+//
+// Checks, in this order (the first failing one is the request's status):
+//   1. opcode is READ or WRITE                         else kInvalidArgument
+//   2. length_bytes > 0                                else kInvalidArgument
+//   3. length_bytes <= request_bytes_max               else kInvalidArgument
+//   4. local range does not wrap around 2^64           else kOutOfRange
+//   5. local_addr lies in a registered range           else kFailedPrecondition
+//   6. the whole local range lies in that one range    else kOutOfRange
+//   7. segment handle names an open peer segment       else kNotFound
+//   8. remote range does not wrap, and lies wholly in
+//      one buffer of that segment                      else kOutOfRange
+//   9. the batch has a free slot for it (request i
+//      needs i < free slots)                           else kResourceExhausted
+// A range that spans two adjacent registrations is refused (6/8): one WR
+// uses one MR key.
+//
+// What must stay true: validation is pure (reads only its arguments); the
+// result has exactly one status per request; all_ok is true iff every
+// status is OK, and the caller enqueues nothing unless all_ok.
+//
+// Thread safety: RangeSet is a value with no internal locking (the engine
+// guards its MR table); ValidateRequests is pure.
+#ifndef FERRY_ENGINE_REQUEST_VALIDATION_H_
+#define FERRY_ENGINE_REQUEST_VALIDATION_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/container/btree_map.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "ferry/types.h"
+
+namespace ferry::engine {
+
+struct Range {
+  uint64_t addr = 0;
+  uint64_t length_bytes = 0;
+  friend bool operator==(const Range&, const Range&) = default;
+};
+
+class RangeSet {
+ public:
+  // kInvalidArgument for zero length or a range that wraps; kAlreadyExists
+  // if it overlaps a range already present (nothing changes).
+  absl::Status Add(uint64_t addr, uint64_t length_bytes);
+  // Removes the range starting at `addr`; kNotFound if none starts there.
+  absl::Status Remove(uint64_t addr);
+  // The range that contains `addr`, if any.
+  std::optional<Range> Covering(uint64_t addr) const;
+  // True when [addr, addr + length_bytes) lies inside one range (length > 0,
+  // no wrap).
+  bool Contains(uint64_t addr, uint64_t length_bytes) const;
+  size_t size() const { return ranges_.size(); }
+
+ private:
+  absl::btree_map<uint64_t, uint64_t> ranges_;  // start -> length
+};
+
+struct BatchValidation {
+  bool all_ok = true;
+  std::vector<absl::Status> per_request;  // one per request, same order
+};
+
+// Looks up the buffers of an open peer segment; nullptr when unknown.
+using SegmentLookup = absl::FunctionRef<const RangeSet*(SegmentHandle)>;
+
+BatchValidation ValidateRequests(absl::Span<const Request> requests, const RangeSet& local,
+                                 SegmentLookup segments, uint64_t request_bytes_max,
+                                 uint64_t batch_free_slots);
+
+}  // namespace ferry::engine
+
+#endif  // FERRY_ENGINE_REQUEST_VALIDATION_H_
