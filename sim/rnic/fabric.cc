@@ -646,12 +646,14 @@ struct Transition {
 };
 
 // The kernel's qp_state_table, RC entries (drivers/infiniband/core/verbs.c).
-Transition Table(QpState cur, QpState next, bool reset_to_err_ok) {
+// It has no RESET->ERR entry: rejected with EINVAL in both profiles
+// (measured on rxe, kernel 6.1.0-57; docs/simulator.md section 2).
+Transition Table(QpState cur, QpState next) {
   using S = QpState;
   const uint32_t s = hal::kQpState;
   if (next == S::kReset) return {true, s, 0};
   if (next == S::kErr) {
-    if (cur == S::kReset) return {reset_to_err_ok, s, 0};
+    if (cur == S::kReset) return {};
     return {true, s, 0};
   }
   switch (cur) {
@@ -713,8 +715,7 @@ absl::Status Fabric::VModifyQp(uint32_t host, hal::QpHandle qph, const hal::QpAt
   Qp& q = *qps_[qi];
   const QpState cur = q.attr.qp_state;
   const QpState next = (mask & hal::kQpState) != 0 ? attr.qp_state : cur;
-  const bool reset_to_err_ok = config_.profile == RnicProfile::kRxe;
-  Transition t = Table(cur, next, reset_to_err_ok);
+  Transition t = Table(cur, next);
   if ((mask & hal::kQpState) == 0) t.req &= ~uint32_t{hal::kQpState};
   if (!t.valid || (mask & t.req) != t.req || (mask & ~(t.req | t.opt | hal::kQpState)) != 0) {
     return Errno("ibv_modify_qp", EINVAL);

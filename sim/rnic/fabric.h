@@ -32,7 +32,6 @@
 #include <deque>
 #include <memory>
 #include <optional>
-#include <queue>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -227,10 +226,49 @@ class Fabric final : public Actor {
     uint32_t chan;  // FIFO channel (kNone: a standalone heap event)
     EvType type;
   };
-  struct EventLater {
-    bool operator()(const Event& x, const Event& y) const {
-      return x.t_ns != y.t_ns ? x.t_ns > y.t_ns : x.seq > y.seq;
+  // A binary min-heap on (t_ns, seq) with replace-top (one sift instead of
+  // pop + push when a channel's next event replaces its head).
+  class EventHeap {
+   public:
+    bool empty() const { return v_.empty(); }
+    size_t size() const { return v_.size(); }
+    const Event& top() const { return v_.front(); }
+    void push(const Event& e) {
+      v_.push_back(e);
+      size_t i = v_.size() - 1;
+      while (i > 0) {
+        const size_t p = (i - 1) / 2;
+        if (!Less(e, v_[p])) break;
+        v_[i] = v_[p];
+        i = p;
+      }
+      v_[i] = e;
     }
+    void pop() {
+      const Event last = v_.back();
+      v_.pop_back();
+      if (!v_.empty()) SiftDown(last);
+    }
+    void replace_top(const Event& e) { SiftDown(e); }
+
+   private:
+    static bool Less(const Event& x, const Event& y) {
+      return x.t_ns != y.t_ns ? x.t_ns < y.t_ns : x.seq < y.seq;
+    }
+    void SiftDown(const Event& e) {
+      const size_t n = v_.size();
+      size_t i = 0;
+      for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && Less(v_[c + 1], v_[c])) ++c;
+        if (!Less(v_[c], e)) break;
+        v_[i] = v_[c];
+        i = c;
+      }
+      v_[i] = e;
+    }
+    std::vector<Event> v_;
   };
 
   struct Cqe {
@@ -453,7 +491,7 @@ class Fabric final : public Actor {
   Trace* trace_;
   uint32_t current_actor_ = 0;
   uint64_t next_event_seq_ = 0;
-  std::priority_queue<Event, std::vector<Event>, EventLater> events_;
+  EventHeap events_;
   std::vector<std::deque<Event>> chans_;
 
   std::vector<Host> hosts_;

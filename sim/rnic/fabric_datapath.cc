@@ -73,13 +73,16 @@ void Fabric::Push(EvType type, uint64_t t_ns, uint32_t a, uint32_t b, uint64_t c
 
 Fabric::Event Fabric::PopNext() {
   const Event e = events_.top();
-  events_.pop();
   if (e.chan != kNone) {
     std::deque<Event>& f = chans_[e.chan];
     FERRY_CHECK(!f.empty() && f.front().seq == e.seq);
     f.pop_front();
-    if (!f.empty()) events_.push(f.front());
+    if (!f.empty()) {
+      events_.replace_top(f.front());
+      return e;
+    }
   }
+  events_.pop();
   return e;
 }
 
@@ -588,7 +591,9 @@ void Fabric::OnTimer(const Event& e) {
     ArmTimer(e.a, q);
     return;
   }
-  if (++q.retries > q.attr.retry_cnt) {
+  // rxe never counts retry_cnt 7 down: it retries forever (rxe_comp.c).
+  const bool forever = config_.profile == RnicProfile::kRxe && q.attr.retry_cnt == 7;
+  if (++q.retries > q.attr.retry_cnt && !forever) {
     FailAndFlush(e.a, q, q.done_seq, WcStatus::kRetryExcErr);
     return;
   }
@@ -640,8 +645,9 @@ void Fabric::EmitCqe(uint32_t qi, Qp& q, const Wr& w, WcStatus status) {
     c.wc.byte_len = static_cast<uint32_t>(w.len);
     c.wc.vendor_err = 0;
   } else if (config_.profile == RnicProfile::kRxe) {
-    // rxe: opcode 0 and vendor_err 0 (softroce.md); byte_len is garbage.
-    c.wc.opcode = static_cast<hal::Opcode>(0);
+    // rxe: raw opcode 0 (IBV_WC_SEND, reported as kSend) and vendor_err 0
+    // (softroce.md); byte_len is garbage.
+    c.wc.opcode = hal::Opcode::kSend;
     c.wc.byte_len = static_cast<uint32_t>(prng_.Next());
     c.wc.vendor_err = 0;
   } else {

@@ -24,13 +24,17 @@ namespace ferry::conformance {
 
 struct Traits {
   bool sim = false;
-  bool reset_to_err_allowed = false;  // kernel 6.1 table / rxe: yes; sim mlx5: no
-  bool scrubs_on_destroy = false;     // mlx5: yes; rxe: leftover CQEs
-  bool error_opcode_zero = false;     // rxe: opcode 0, vendor_err 0
-  bool qpn_reuse_prompt = false;      // sim: freed QPN reused by the next create
-  bool can_lose_acks = false;         // env can drop side A's link (sim only)
-  uint64_t poll_step_ns = 100'000;    // how much time one idle poll lets pass
-  uint64_t timing_slack_ns = 0;       // extra allowed on timing assertions
+  bool scrubs_on_destroy = false;  // mlx5: yes; rxe: leftover CQEs
+  // rxe: error CQEs carry raw opcode 0 (IBV_WC_SEND, which the HAL reports
+  // as Opcode::kSend) and vendor_err 0.
+  bool error_opcode_zero = false;
+  // rxe: retry_cnt 7 means retry forever (rxe_comp.c never decrements 7);
+  // elsewhere it is 7 retries like any other count.
+  bool retry_cnt7_infinite = false;
+  bool qpn_reuse_prompt = false;    // sim: freed QPN reused by the next create
+  bool can_lose_acks = false;       // env can drop side A's link (sim only)
+  uint64_t poll_step_ns = 100'000;  // how much time one idle poll lets pass
+  uint64_t timing_slack_ns = 0;     // extra allowed on timing assertions
 };
 
 class Env {

@@ -67,9 +67,9 @@ class IbverbsEnv final : public Env {
       }
     }
     const bool rxe = env->dev_[0].rfind("rxe", 0) == 0;
-    env->traits_.reset_to_err_allowed = true;  // kernel 6.1 qp_state_table
     env->traits_.scrubs_on_destroy = !rxe;
     env->traits_.error_opcode_zero = rxe;
+    env->traits_.retry_cnt7_infinite = rxe;
     env->traits_.poll_step_ns = 1'000'000;
     env->traits_.timing_slack_ns = 5'000'000'000;  // TCG VMs are slow
     return env;

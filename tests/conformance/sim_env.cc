@@ -22,9 +22,9 @@ class SimEnv final : public Env {
     v_[0] = fabric_->NewVerbs(0);
     v_[1] = fabric_->NewVerbs(1);
     traits_.sim = true;
-    traits_.reset_to_err_allowed = profile == sim::RnicProfile::kRxe;
     traits_.scrubs_on_destroy = profile == sim::RnicProfile::kMlx5;
     traits_.error_opcode_zero = profile == sim::RnicProfile::kRxe;
+    traits_.retry_cnt7_infinite = profile == sim::RnicProfile::kRxe;
     traits_.qpn_reuse_prompt = true;
     traits_.can_lose_acks = true;
     traits_.poll_step_ns = 2'000;
