@@ -1,0 +1,28 @@
+#!/bin/bash
+# hal_real.sh BINARY...: runs every hal_real test binary (passed by meson as
+# absolute paths) inside ONE Soft-RoCE VM boot, through hal_real_guest.sh, and
+# fails if any of them fails. The binaries run directly, not through
+# `meson test`, so the outer meson's testlog is never touched.
+#
+# Must stay true: the VM is bounded (--timeout), each binary is bounded in the
+# guest, the whole output reaches the test log, and a binary that skipped for
+# want of devices counts as a failure here (the VM always has rxe0 and rxe1).
+
+. "$(dirname "$0")/lib.sh"
+
+(($# > 0)) || fail "usage: hal_real.sh BINARY..."
+for b in "$@"; do
+  [[ -x $b ]] || fail "not an executable: $b"
+done
+
+run_vm out err --timeout "${FERRY_HAL_REAL_VM_TIMEOUT:-2400}" \
+  bash "$TEST_DIR/hal_real_guest.sh" "$@"
+cat out
+grep '^run-in-vm: phase' err >&2 || true
+note "VM run: $((ELAPSED_US / 1000)) ms wall (runner exit $RC)"
+if [[ $RC != 0 ]]; then
+  show err
+  fail "hal_real binaries in the VM: exit $RC"
+fi
+grep -q '^hal_real: all passed' out || { show err; fail "the guest script did not finish"; }
+echo "PASS hal_real in one VM ($(( ELAPSED_US / 1000000 )) s)"
