@@ -213,6 +213,7 @@ class Fabric final : public Actor {
  private:
   friend class SimVerbs;
   static constexpr uint32_t kNone = 0xffffffffu;
+  static constexpr uint32_t kTraceStream = 0x524e4943;  // "RNIC"
 
   enum class EvType : uint8_t { kReq, kResp, kTimer, kCqeDeliver, kFaultTick, kScript, kPortUp };
   enum RespKind : uint32_t { kAck = 0, kReadResp, kNakSeq, kNakAccess };

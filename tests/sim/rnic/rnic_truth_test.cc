@@ -253,7 +253,7 @@ struct SwarmResult {
   std::string plan;
 };
 
-SwarmResult RunSwarm(uint64_t seed) {
+SwarmResult RunSwarm(uint64_t seed, Trace* trace = nullptr) {
   Prng root(seed);
   Prng plan_prng = root.Fork();
   FabricConfig cfg = TestConfig(seed % 2 == 0 ? RnicProfile::kMlx5 : RnicProfile::kRxe);
@@ -264,7 +264,7 @@ SwarmResult RunSwarm(uint64_t seed) {
   cfg.plan.Set(FaultKind::kModifyQpFail, kNever);
   SwarmResult out;
   out.plan = cfg.plan.ToString();
-  World w(cfg, root.Next(), 4096);
+  World w(cfg, root.Next(), 4096, 1 << 16, trace);
   std::vector<World::Pair> pairs;
   for (int q = 0; q < 4; ++q) pairs.push_back(w.Connect(256, 8, 3));
   for (uint64_t i = 0; i < 100; ++i) {
@@ -301,6 +301,17 @@ TEST(Faults, SwarmRunsKeepOrderAndReplay) {
     EXPECT_EQ(r.cqes, again.cqes) << "seed " << seed;
     EXPECT_EQ(r.events, again.events);
   }
+}
+
+TEST(Determinism, TraceHashReplaysAndIgnoresEarlierRuns) {
+  Trace alone;
+  RunSwarm(7, &alone);
+  Trace other, after;
+  RunSwarm(4, &other);
+  RunSwarm(7, &after);               // seed 7 after seed 4 in the same process
+  EXPECT_GT(alone.entries(), 100u);  // every PRNG draw of the RNIC is traced
+  EXPECT_EQ(alone.hash(), after.hash());
+  EXPECT_NE(alone.hash(), other.hash());
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "hal/verbs.h"
 #include "sim/prng.h"
 #include "sim/rnic/fabric.h"
+#include "sim/trace.h"
 #include "sim/virtual_clock.h"
 
 namespace ferry::sim::testing {
@@ -66,8 +67,8 @@ constexpr uint32_t kAllAccess =
 class World {
  public:
   explicit World(FabricConfig cfg, uint64_t seed = 1, uint32_t cqe = 256,
-                 size_t buf_bytes = 1 << 16)
-      : fabric_(std::make_unique<Fabric>(std::move(cfg), Prng(seed), &clock_)) {
+                 size_t buf_bytes = 1 << 16, Trace* trace = nullptr)
+      : fabric_(std::make_unique<Fabric>(std::move(cfg), Prng(seed), &clock_, trace)) {
     v_[0] = fabric_->NewVerbs(0);
     v_[1] = fabric_->NewVerbs(1);
     for (int i = 0; i < 2; ++i) {
