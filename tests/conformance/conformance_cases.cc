@@ -310,6 +310,8 @@ TEST_P(Conformance, QpnReuseAfterDestroy) {
   const uint32_t freed = q1.qp_num;
   ASSERT_TRUE(rig.DestroyQp(0, q1.qp).ok());
   auto q3 = rig.MakeQp(0);
+  std::printf("QPNs: created %#x, %#x; destroyed %#x; next create got %#x\n", freed, q2.qp_num,
+              freed, q3.qp_num);
   EXPECT_NE(q3.qp_num, q2.qp_num) << "two live QPs share a QPN";
   if (env().traits().qpn_reuse_prompt) {
     EXPECT_EQ(q3.qp_num, freed);
