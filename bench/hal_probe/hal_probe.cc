@@ -4,7 +4,8 @@
 // devices (default rxe0 and rxe1), connects one RC QP pair between them and
 // streams RDMA WRITEs from A to B like perftest's ib_write_bw: a fixed number
 // of iterations per size, at most `window` WRs outstanding, every
-// `signal_every`-th WR (and the last) signaled. Reports Gb/s per size, one
+// `signal_every`-th WR (and the last) signaled, `post_batch` WRs per
+// PostSend call (default 1, as perftest's default post list). Reports Gb/s per size, one
 // line each:
 //   hal_probe size_bytes=4096 iters=5000 window=128 secs=0.812 gbps=0.201
 //
@@ -40,7 +41,7 @@ namespace {
 
 constexpr uint32_t kAccess =
     hal::kAccessLocalWrite | hal::kAccessRemoteWrite | hal::kAccessRemoteRead;
-constexpr uint32_t kPostBatchMax = 32;  // WRs per PostSend call
+constexpr uint32_t kPostBatchMax = 32;  // bound on WRs per PostSend call
 constexpr uint32_t kPollBatch = 32;     // CQEs per PollCq call
 constexpr uint32_t kWindowMax = 1024;   // bound on outstanding WRs
 constexpr uint64_t kSizeBytesMax = 1 << 30;
@@ -54,6 +55,7 @@ struct Options {
   std::vector<uint64_t> iters = {5000, 1000, 100};
   uint32_t window = 128;
   uint32_t signal_every = 64;
+  uint32_t post_batch = 1;  // WRs per PostSend call (perftest: 1)
   uint64_t deadline_s = 300;
 };
 
@@ -107,6 +109,8 @@ absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
       o.window = static_cast<uint32_t>(std::min<uint64_t>(n, kWindowMax + 1));
     } else if (key == "signal_every" && absl::SimpleAtoi(val, &n)) {
       o.signal_every = static_cast<uint32_t>(std::min<uint64_t>(n, kWindowMax + 1));
+    } else if (key == "post_batch" && absl::SimpleAtoi(val, &n)) {
+      o.post_batch = static_cast<uint32_t>(std::min<uint64_t>(n, kPostBatchMax + 1));
     } else if (key == "deadline_s" && absl::SimpleAtoi(val, &n)) {
       o.deadline_s = n;
     } else {
@@ -126,6 +130,9 @@ absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
   }
   if (o.window == 0 || o.window > kWindowMax) {
     return absl::InvalidArgumentError(absl::StrCat("--window must be 1..", kWindowMax));
+  }
+  if (o.post_batch == 0 || o.post_batch > kPostBatchMax) {
+    return absl::InvalidArgumentError(absl::StrCat("--post_batch must be 1..", kPostBatchMax));
   }
   if (o.signal_every == 0 || o.signal_every > o.window) {
     return absl::InvalidArgumentError("--signal_every must be 1..window");
@@ -199,7 +206,7 @@ class Probe {
     while (completed < iters) {
       FERRY_CHECK_LE(posted - completed, uint64_t{o_.window});
       const uint64_t room = std::min<uint64_t>(o_.window - (posted - completed), iters - posted);
-      const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(room, kPostBatchMax));
+      const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(room, o_.post_batch));
       for (uint32_t k = 0; k < n; ++k) {
         const uint64_t seq = posted + k;  // 0-based
         hal::SendWr& w = chain[k];
@@ -305,7 +312,7 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr,
                  "hal_probe: %s\nusage: hal_probe [--dev_a=rxe0] [--dev_b=rxe1] [--gid_index=N] "
                  "[--sizes=4096,65536,1048576] [--iters=5000,1000,100] [--window=128] "
-                 "[--signal_every=64] [--deadline_s=300]\n",
+                 "[--signal_every=64] [--post_batch=1] [--deadline_s=300]\n",
                  opts.status().ToString().c_str());
     return 2;
   }
@@ -326,9 +333,10 @@ int Main(int argc, char** argv) {
     }
     const double secs = static_cast<double>(*ns) / 1e9;
     const double gbps = static_cast<double>(size * iters) * 8.0 / static_cast<double>(*ns);
-    std::printf("hal_probe size_bytes=%llu iters=%llu window=%u secs=%.3f gbps=%.3f\n",
-                static_cast<unsigned long long>(size), static_cast<unsigned long long>(iters),
-                opts->window, secs, gbps);
+    std::printf(
+        "hal_probe size_bytes=%llu iters=%llu window=%u post_batch=%u secs=%.3f gbps=%.3f\n",
+        static_cast<unsigned long long>(size), static_cast<unsigned long long>(iters), opts->window,
+        opts->post_batch, secs, gbps);
     std::fflush(stdout);
   }
   return 0;
