@@ -133,6 +133,21 @@ class ReferenceSieve {
     }
     return false;
   }
+  bool Remove(const std::string& k) {
+    for (size_t j = 0; j < q_.size(); ++j) {
+      if (q_[j].key != k) continue;
+      if (hand_ != kNoHand) {
+        if (hand_ == j) {
+          hand_ = j == 0 ? kNoHand : j - 1;  // predecessor toward the head
+        } else if (hand_ > j) {
+          --hand_;
+        }
+      }
+      q_.erase(q_.begin() + static_cast<ptrdiff_t>(j));
+      return true;
+    }
+    return false;
+  }
   std::optional<std::string> Insert(const std::string& k) {
     std::optional<std::string> victim;
     if (q_.size() >= cap_) victim = Evict();
@@ -175,6 +190,11 @@ TEST(EndpointStore, MatchesReferenceSieveOnARandomTrace) {
   int evictions = 0;
   for (int step = 0; step < 20000; ++step) {
     const std::string k = absl::StrFormat("p%d", next(20));
+    if (next(10) == 0) {  // the owner retires an endpoint
+      ASSERT_EQ(s.Remove(Key(k)).has_value(), ref.Remove(k)) << "step " << step;
+      ASSERT_TRUE(s.CheckInvariants().ok());
+      continue;
+    }
     const bool hit_ref = ref.Hit(k);
     const bool hit = s.Find(Key(k)) != nullptr;
     ASSERT_EQ(hit, hit_ref) << "step " << step;
