@@ -167,6 +167,28 @@ absl::StatusOr<std::vector<hal::QpHandle>> CqQuota::PollFinished(uint64_t ticket
   return released;
 }
 
+absl::StatusOr<std::vector<hal::QpHandle>> CqQuota::ResetForRecreatedCq(uint32_t capacity) {
+  if (capacity == 0 || capacity < zombie_quota_max_)
+    return absl::InvalidArgumentError(
+        absl::StrFormat("CqQuota::ResetForRecreatedCq: capacity %d (zombie_quota_max %d)", capacity,
+                        zombie_quota_max_));
+  for (const auto& [id, e] : qps_) {
+    if (e.state != QuotaQpState::kDestroyed)
+      return absl::FailedPreconditionError(
+          absl::StrFormat("CqQuota::ResetForRecreatedCq: QP %d is %s, not destroyed", id,
+                          QuotaQpStateName(e.state)));
+  }
+  std::vector<hal::QpHandle> released;
+  released.reserve(qps_.size());
+  for (const auto& [id, e] : qps_) released.push_back(hal::QpHandle{id});
+  qps_.clear();
+  reserved_ = 0;
+  zombie_ = 0;
+  capacity_ = capacity;
+  AfterOp();
+  return released;
+}
+
 int64_t CqQuota::held(hal::QpHandle qp) const {
   auto it = qps_.find(qp.id);
   return it == qps_.end() ? 0 : it->second.held;

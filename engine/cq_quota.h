@@ -93,6 +93,15 @@ class CqQuota {
   uint64_t PollStarted();
   absl::StatusOr<std::vector<hal::QpHandle>> PollFinished(uint64_t ticket, uint32_t polled);
 
+  // CQ_ERR recovery (DESIGN.md section 4): the CQ's CQEs are lost, so every
+  // QP on it is retired and destroyed (destroy is the only evidence), then
+  // the CQ is recreated. Call after that: every tracked QP must be
+  // DESTROYED (else kFailedPrecondition naming one, nothing changes); all
+  // are forgotten (returned, ordered by handle, for the owner to detach
+  // their WRs) and the ledger adopts the new CQ's `capacity`
+  // (kInvalidArgument if 0 or below zombie_quota_max).
+  absl::StatusOr<std::vector<hal::QpHandle>> ResetForRecreatedCq(uint32_t capacity);
+
   // ------------------------------------------------------------ readers
   uint32_t capacity() const { return capacity_; }
   int64_t reserved() const { return reserved_; }
@@ -118,7 +127,7 @@ class CqQuota {
   void AfterOp() const;
   void Forget(uint64_t qp_id, Entry& e);
 
-  const uint32_t capacity_;
+  uint32_t capacity_;  // changes only in ResetForRecreatedCq
   const uint32_t zombie_quota_max_;
   const base::Mutations* const mutations_;
   const bool check_every_op_;

@@ -150,6 +150,28 @@ TEST(CqQuota, FailedDestroyKeepsQuotaUntilADestroySucceeds) {
   EXPECT_EQ(q.tracked_qps(), 0u);
 }
 
+TEST(CqQuota, ResetAfterCqRecreateNeedsEveryQpDestroyed) {
+  CqQuota q = MakeLedger(8, 4);
+  ASSERT_TRUE(q.AddQp(kA).ok());
+  ASSERT_TRUE(q.AddQp(kB).ok());
+  ASSERT_TRUE(q.Reserve(kA, 2).ok());
+  ASSERT_TRUE(q.Reserve(kB, 3).ok());
+  ASSERT_TRUE(q.OnDestroyResult(kA, true).ok());
+  ASSERT_TRUE(q.OnDestroyResult(kB, false).ok());  // B may still produce CQEs
+  auto refused = q.ResetForRecreatedCq(16);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(q.reserved(), 5);  // nothing changed
+  EXPECT_EQ(q.capacity(), 8u);
+  ASSERT_TRUE(q.OnDestroyResult(kB, true).ok());
+  EXPECT_EQ(q.ResetForRecreatedCq(2).status().code(), absl::StatusCode::kInvalidArgument);
+  auto released = q.ResetForRecreatedCq(16);
+  ASSERT_TRUE(released.ok());
+  EXPECT_EQ(*released, (std::vector<hal::QpHandle>{kA, kB}));
+  EXPECT_EQ(q.reserved(), 0);
+  EXPECT_EQ(q.capacity(), 16u);
+  EXPECT_EQ(q.tracked_qps(), 0u);
+}
+
 TEST(CqQuota, RandomOperationSequencesKeepTheInvariants) {
   // A deterministic LCG drives many interleavings; the ledger checks itself
   // after every op (check_every_op) and against a simple model here.
