@@ -24,6 +24,7 @@
 #ifndef FERRY_ENGINE_ENDPOINT_H_
 #define FERRY_ENGINE_ENDPOINT_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <optional>
@@ -126,6 +127,12 @@ class Endpoint {
   bool RetireStep(uint64_t now_ns, uint64_t backoff_min_ns, uint64_t backoff_max_ns,
                   bool mutation_skip_destroy);
   void MarkDestroyed();
+  // Escalation (zombie cap, CQ_ERR): stop waiting for flushes; QPs are
+  // destroyed at the next RetireStep. No-op unless RETIRING.
+  void ExpireDrain(uint64_t now_ns) {
+    if (state_ == EndpointState::kRetiring)
+      drain_deadline_ns_ = std::min(drain_deadline_ns_, now_ns);
+  }
   RetireReason retire_reason() const { return retire_reason_; }
   uint64_t drain_deadline_ns() const { return drain_deadline_ns_; }
   // Earliest time RetireStep has something to do (destroy retry/drain end).

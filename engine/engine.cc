@@ -14,7 +14,10 @@
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
 #include "base/status_macros.h"
+#include "engine/descriptor_wire.h"
 #include "engine/engine_impl.h"
+#include "engine/owner.h"
+#include "engine/request_validation.h"
 #include "engine/runtime_threads.h"
 #include "hal/clock.h"
 #include "hal/control_net.h"
@@ -134,6 +137,7 @@ absl::Status EngineImpl::RegisterMemory(void* addr, size_t len_bytes) {
     }
   }
   regions_[a] = Region{id, a, len_bytes};
+  FERRY_CHECK(mr_ranges_.Add(a, len_bytes).ok());
   ++version_;
   return absl::OkStatus();
 }
@@ -151,6 +155,7 @@ absl::Status EngineImpl::UnregisterMemory(void* addr) {
         return absl::FailedPreconditionError("UnregisterMemory: a pending task uses the range");
   for (auto& c : contexts_) FERRY_RETURN_IF_ERROR(c->DeregisterRegion(r.id));
   regions_.erase(it);
+  FERRY_CHECK(mr_ranges_.Remove(a).ok());
   ++version_;
   return absl::OkStatus();
 }
@@ -195,10 +200,10 @@ absl::StatusOr<OpenToken> EngineImpl::OpenSegmentAsync(std::string_view host_por
     o.deadline_ns = now + config_.handshake_timeout_ns * (uint64_t{config_.handshake_retries} + 1);
     o.last_send_ns = now;
   }
-  engine::WireMsg m;
-  m.type = engine::WireType::kDescReq;
+  engine::DescMessage m;
+  m.type = engine::DescType::kReq;
   m.token = token;
-  (void)env_.control_net->Send(host_port, engine::EncodeWire(m));
+  (void)env_.control_net->Send(host_port, engine::EncodeDesc(m));
   return OpenToken{token};
 }
 
@@ -218,6 +223,9 @@ absl::StatusOr<std::optional<SegmentHandle>> EngineImpl::PollOpenSegment(OpenTok
     OpenState& o = it->second;
     if (o.descriptor.has_value()) {
       const uint64_t id = next_segment_++;
+      engine::RangeSet& rs = segment_ranges_[id];
+      for (const BufferDescriptor& b : o.descriptor->buffers)
+        (void)rs.Add(b.addr, b.length_bytes);  // overlapping or empty buffers are left out
       segments_[id] = std::move(*o.descriptor);
       opens_.erase(it);
       return std::optional<SegmentHandle>(SegmentHandle{id});
@@ -233,10 +241,10 @@ absl::StatusOr<std::optional<SegmentHandle>> EngineImpl::PollOpenSegment(OpenTok
     }
   }
   if (!resend_to.empty()) {
-    engine::WireMsg m;
-    m.type = engine::WireType::kDescReq;
+    engine::DescMessage m;
+    m.type = engine::DescType::kReq;
     m.token = token.id;
-    (void)env_.control_net->Send(resend_to, engine::EncodeWire(m));
+    (void)env_.control_net->Send(resend_to, engine::EncodeDesc(m));
   }
   return std::optional<SegmentHandle>();
 }
@@ -244,6 +252,7 @@ absl::StatusOr<std::optional<SegmentHandle>> EngineImpl::PollOpenSegment(OpenTok
 absl::Status EngineImpl::CloseSegment(SegmentHandle segment) {
   absl::MutexLock l(&mu_);
   if (segments_.erase(segment.id) == 0) return absl::NotFoundError("unknown segment");
+  segment_ranges_.erase(segment.id);
   return absl::OkStatus();
 }
 
@@ -257,30 +266,6 @@ absl::StatusOr<BatchId> EngineImpl::AllocateBatch(uint32_t capacity) {
   const uint64_t id = next_batch_++;
   batches_[id].capacity = capacity;
   return BatchId{id};
-}
-
-absl::Status EngineImpl::ValidateRequest(const Request& r, const Batch& b, size_t extra) const {
-  if (b.tasks.size() + extra >= b.capacity) return absl::ResourceExhaustedError("batch is full");
-  if (r.length_bytes == 0) return absl::InvalidArgumentError("zero length");
-  if (r.length_bytes > config_.request_bytes_max)
-    return absl::InvalidArgumentError("length exceeds request_bytes_max");
-  if (r.opcode != OpKind::kRead && r.opcode != OpKind::kWrite)
-    return absl::InvalidArgumentError("unknown opcode");
-  auto seg = segments_.find(r.segment.id);
-  if (seg == segments_.end()) return absl::NotFoundError("unknown peer segment");
-  bool local_ok = false;
-  for (const auto& [start, reg] : regions_)
-    local_ok =
-        local_ok || (r.local_addr >= reg.addr && r.local_addr + r.length_bytes >= r.local_addr &&
-                     r.local_addr + r.length_bytes <= reg.addr + reg.len_bytes);
-  if (!local_ok) return absl::InvalidArgumentError("local range is not inside registered memory");
-  bool remote_ok = false;
-  for (const BufferDescriptor& buf : seg->second.buffers)
-    remote_ok = remote_ok ||
-                (r.remote_addr >= buf.addr && r.remote_addr + r.length_bytes >= r.remote_addr &&
-                 r.remote_addr + r.length_bytes <= buf.addr + buf.length_bytes);
-  if (!remote_ok) return absl::InvalidArgumentError("remote range is not inside the peer segment");
-  return absl::OkStatus();
 }
 
 SubmitResult EngineImpl::Submit(BatchId batch, absl::Span<const Request> requests) {
@@ -302,17 +287,26 @@ SubmitResult EngineImpl::Submit(BatchId batch, absl::Span<const Request> request
       return out;
     }
     Batch& b = bit->second;
-    bool all_ok = true;
-    for (size_t i = 0; i < requests.size(); ++i) {
-      out.per_request.push_back(ValidateRequest(requests[i], b, i));
-      all_ok = all_ok && out.per_request.back().ok();
-    }
-    if (!all_ok) {
+    // C8: every request validated before any is enqueued, a status each.
+    engine::BatchValidation v = engine::ValidateRequests(
+        requests, mr_ranges_,
+        [this](SegmentHandle h) ABSL_NO_THREAD_SAFETY_ANALYSIS -> const engine::RangeSet* {
+          auto it = segment_ranges_.find(h.id);
+          return it == segment_ranges_.end() ? nullptr : &it->second;
+        },
+        config_.request_bytes_max, b.capacity - b.tasks.size());
+    size_t enqueue = requests.size();
+    if (!v.all_ok) {
+      out.per_request = std::move(v.per_request);
       out.status = absl::InvalidArgumentError("a request is invalid; nothing was enqueued");
-      return out;
+      if (mutations_ == nullptr || !mutations_->on(base::Mutation::kEngineC8SkipValidation))
+        return out;
+      // Mutation: the valid prefix is enqueued before the bad request.
+      enqueue = 0;
+      while (enqueue < out.per_request.size() && out.per_request[enqueue].ok()) ++enqueue;
     }
     const uint64_t now = env_.clock->NowNs();
-    for (const Request& r : requests) {
+    for (const Request& r : requests.subspan(0, enqueue)) {
       const SegmentDescriptor& seg = segments_.at(r.segment.id);
       const uint32_t index = static_cast<uint32_t>(b.tasks.size());
       engine::TaskGeometry g;
@@ -338,8 +332,9 @@ SubmitResult EngineImpl::Submit(BatchId batch, absl::Span<const Request> request
           route->rkey = pdev < buf.rkeys.size() ? buf.rkeys[pdev] : 0;
       b.tasks.push_back(route);
       out.tasks.push_back(TaskId{batch, index});
-      const uint32_t owner =
-          engine::OwnerOf(contexts_[route->context]->device(), route->peer_path, config_.workers);
+      const uint32_t owner = engine::OwnerForKey(
+          engine::EndpointKey{contexts_[route->context]->device(), route->peer_path},
+          config_.workers);
       routed.emplace_back(owner, route);
     }
   }
@@ -347,8 +342,10 @@ SubmitResult EngineImpl::Submit(BatchId batch, absl::Span<const Request> request
     workers_[owner]->Push(engine::InboxSubmit{route});
     Wake(owner);
   }
-  out.status = absl::OkStatus();
-  out.per_request.assign(requests.size(), absl::OkStatus());
+  if (out.per_request.empty()) {
+    out.status = absl::OkStatus();
+    out.per_request.assign(requests.size(), absl::OkStatus());
+  }
   return out;
 }
 

@@ -33,6 +33,7 @@
 #include "engine/context.h"
 #include "engine/handles.h"
 #include "engine/listener.h"
+#include "engine/request_validation.h"
 #include "engine/task.h"
 #include "engine/worker.h"
 #include "ferry/engine.h"
@@ -118,8 +119,6 @@ class EngineImpl {
   void Wake(uint32_t w) {
     if (wake_) wake_(w);
   }
-  absl::Status ValidateRequest(const Request& r, const Batch& b, size_t extra) const
-      ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   const EngineConfig config_;
   const EngineEnv env_;
@@ -143,6 +142,9 @@ class EngineImpl {
   std::map<uint64_t, OpenState> opens_ ABSL_GUARDED_BY(mu_);
   uint64_t next_segment_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<uint64_t, SegmentDescriptor> segments_ ABSL_GUARDED_BY(mu_);
+  // C8 lookups: registered local ranges and each open segment's buffers.
+  engine::RangeSet mr_ranges_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, engine::RangeSet> segment_ranges_ ABSL_GUARDED_BY(mu_);
   uint64_t next_batch_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<uint64_t, Batch> batches_ ABSL_GUARDED_BY(mu_);
 };

@@ -4,6 +4,8 @@
 #include <optional>
 #include <utility>
 
+#include "engine/owner.h"
+
 namespace ferry::engine {
 
 size_t Listener::Step(size_t max) {
@@ -12,45 +14,50 @@ size_t Listener::Step(size_t max) {
     auto polled = env_.net->Poll(0);
     if (!polled.ok() || !polled->has_value()) break;
     hal::Message msg = std::move(**polled);
-    auto decoded = DecodeWire(msg.bytes);
+    if (IsDescriptorMessage(msg.bytes)) {
+      auto d = DecodeDesc(msg.bytes);
+      if (!d.ok()) {
+        ++rejected_;
+        continue;
+      }
+      if (d->type == DescType::kReq) {
+        DescMessage rep;
+        rep.type = DescType::kRep;
+        rep.token = d->token;
+        rep.descriptor = env_.local_descriptor();
+        (void)env_.net->Send(msg.from, EncodeDesc(rep));
+      } else {
+        env_.descriptor_arrived(d->token, d->descriptor);
+      }
+      continue;
+    }
+    auto decoded = DecodeHandshake(msg.bytes);
     if (!decoded.ok()) {
       ++rejected_;
       continue;
     }
-    WireMsg& m = *decoded;
-    switch (m.type) {
-      case WireType::kDescReq: {
-        WireMsg rep;
-        rep.type = WireType::kDescRep;
-        rep.token = m.token;
-        rep.descriptor = env_.local_descriptor();
-        (void)env_.net->Send(msg.from, EncodeWire(rep));
-        break;
-      }
-      case WireType::kDescRep:
-        env_.descriptor_arrived(m.token, m.descriptor);
-        break;
-      case WireType::kReq:
-      case WireType::kRep:
-      case WireType::kRtu: {
-        // The local NIC the message is for, and the sender's NIC path.
-        const std::string peer_path = msg.from + "@" + m.sender_nic;
-        bool known = false;
-        for (const std::string& nic : env_.nics) known = known || nic == m.target_nic;
-        // Unknown target NIC: the owner of (first NIC) answers with an error.
-        const std::string& nic = known ? m.target_nic : env_.nics.front();
-        const uint32_t owner = OwnerOf(nic, peer_path, static_cast<uint32_t>(env_.workers.size()));
-        env_.workers[owner]->Push(InboxWire{std::move(m), msg.from});
-        if (env_.mutations != nullptr &&
-            env_.mutations->on(base::Mutation::kEngineC5NonOwnerCall)) {
-          // Mutation: a lifecycle step off the owner (the listener touches
-          // the owner's CQ); the sim's owner check must fail the run.
-          env_.workers[owner]->PollFromOutsideForMutation();
-        }
-        if (env_.wake) env_.wake(owner);
-        break;
-      }
+    HandshakeMessage& m = *decoded;
+    // The sender's NIC path must name the address the message came from:
+    // the key is (dst NIC, src NIC path), and nobody may speak for another.
+    const std::string& path = m.src_nic_path;
+    const size_t at = path.find('@');
+    if (at == std::string::npos || path.substr(0, at) != msg.from) {
+      ++rejected_;
+      continue;
     }
+    bool known = false;
+    for (const std::string& nic : env_.nics) known = known || nic == m.dst_nic;
+    // Unknown target NIC: the owner of (first NIC) answers with an error.
+    const std::string& nic = known ? m.dst_nic : env_.nics.front();
+    const uint32_t owner =
+        OwnerForKey(EndpointKey{nic, path}, static_cast<uint32_t>(env_.workers.size()));
+    env_.workers[owner]->Push(InboxWire{std::move(m), msg.from});
+    if (env_.mutations != nullptr && env_.mutations->on(base::Mutation::kEngineC5NonOwnerCall)) {
+      // Mutation: a lifecycle step off the owner (the listener touches
+      // the owner's CQ); the sim's owner check must fail the run.
+      env_.workers[owner]->PollFromOutsideForMutation();
+    }
+    if (env_.wake) env_.wake(owner);
   }
   return n;
 }

@@ -6,7 +6,9 @@
 // callbacks it calls are thread-safe engine functions.
 // What must stay true: the listener never waits on an owner and never makes
 // a verbs call: it only pushes to inboxes (C5). A message that fails to
-// decode is dropped without touching any endpoint (C8).
+// decode (engine/handshake.h is strict), or whose sender NIC path does not
+// name the control-network address it came from, is dropped and counted
+// without touching any endpoint (C8).
 #ifndef FERRY_ENGINE_LISTENER_H_
 #define FERRY_ENGINE_LISTENER_H_
 
@@ -16,7 +18,8 @@
 #include <vector>
 
 #include "base/mutation.h"
-#include "engine/lifecycle_wire.h"
+#include "engine/descriptor_wire.h"
+#include "engine/handshake.h"
 #include "engine/worker.h"
 #include "hal/control_net.h"
 

@@ -5,9 +5,8 @@
 // mod workers. What must stay true: the owner of a key is a pure function of
 // the key and the worker count (same value in every process, build and run:
 // base/fnv1a.h, DESIGN.md section 7); the separator keeps ("ab", "c") and
-// ("a", "bc") apart. The hash is byte-for-byte the one of
-// engine::OwnerOf (engine/worker.cc), pinned by a test, so either can be
-// used.
+// ("a", "bc") apart. This is the one owner function: Submit, the listener
+// and the workers all route by it.
 //
 // Thread safety: pure values and functions.
 #ifndef FERRY_ENGINE_OWNER_H_

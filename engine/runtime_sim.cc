@@ -26,6 +26,10 @@ void SimObserver::OnQpCreated(uint32_t worker, hal::QpHandle qp) {
   FERRY_CHECK(fabric_->BindOwner(qp, WorkerActor(worker)).ok());
 }
 
+void SimObserver::OnCqCreated(uint32_t worker, hal::CqHandle cq) {
+  FERRY_CHECK(fabric_->BindOwner(cq, WorkerActor(worker)).ok());
+}
+
 class SimRuntime::WorkerActor final : public sim::Actor {
  public:
   WorkerActor(SimRuntime* rt, uint32_t w) : rt_(rt), w_(w), name_("worker" + std::to_string(w)) {}

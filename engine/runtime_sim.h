@@ -59,6 +59,7 @@ class SimObserver final : public LifecycleObserver {
   void OnEvent(uint32_t worker, std::string_view kind, std::string_view key, uint64_t a,
                uint64_t b) override;
   void OnQpCreated(uint32_t worker, hal::QpHandle qp) override;
+  void OnCqCreated(uint32_t worker, hal::CqHandle cq) override;
   uint32_t WorkerActor(uint32_t w) const { return first_actor_ + w; }
   const std::vector<LifecycleRecord>& records() const { return records_; }
   const std::string& tag() const { return tag_; }

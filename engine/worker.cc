@@ -1,6 +1,7 @@
 // engine/worker.cc: the owner worker's step: inbox, handshake and accept
-// table, posting under CQ quota, polling, deadlines, retire and reclaim
-// (see worker.h for what must stay true).
+// table, posting under the CQ quota ledgers, polling, deadlines (timeouts
+// with the C3 stale check, handshake timers, rail cooldowns), the retire
+// ladder and reclaim (see worker.h for what must stay true).
 #include "engine/worker.h"
 
 #include <algorithm>
@@ -8,15 +9,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
-#include "base/fnv1a.h"
+#include "engine/accept.h"
 #include "engine/wr_id.h"
 
 namespace ferry::engine {
 
 namespace {
 constexpr uint32_t kPollBatch = 32;
+constexpr uint32_t kPollRoundsMax = 64;
 constexpr size_t kInboxDrainMax = 256;
 constexpr uint32_t kPostsPerStepMax = 1024;
+constexpr size_t kReplacedPerKeyMax = 8;
+constexpr size_t kReplacedKeysMax = 4096;
 
 std::string AddressOf(std::string_view peer_path) {
   return std::string(peer_path.substr(0, peer_path.find('@')));
@@ -25,40 +29,36 @@ std::string NicOf(std::string_view peer_path) {
   const size_t at = peer_path.find('@');
   return at == std::string_view::npos ? std::string() : std::string(peer_path.substr(at + 1));
 }
+// Not retried: the slice fails, the endpoint retires, the rail is not
+// penalised (DESIGN.md section 4, "Errors, retries, rails").
 bool NonRetryable(hal::WcStatus s) {
   return s == hal::WcStatus::kRemAccessErr || s == hal::WcStatus::kLocProtErr ||
          s == hal::WcStatus::kRemInvReqErr || s == hal::WcStatus::kLocLenErr;
 }
-PeerInfo PeerFrom(const WireMsg& m) {
+PeerInfo PeerFrom(const HandshakeMessage& m) {
   PeerInfo p;
   p.incarnation = m.incarnation;
-  p.generation = m.generation;
-  p.qpns = m.qpns;
-  p.psns = m.psns;
-  p.gid.raw = m.gid;
+  p.generation = static_cast<uint32_t>(m.generation);
+  for (const HandshakeQp& q : m.qps) {
+    p.qpns.push_back(q.qpn);
+    p.psns.push_back(q.start_psn);
+  }
+  p.gid = m.gid;
   p.lid = m.lid;
-  p.mtu = static_cast<hal::Mtu>(m.mtu);
+  p.mtu = m.mtu;
   return p;
 }
 }  // namespace
 
-uint32_t OwnerOf(std::string_view local_nic, std::string_view peer_path, uint32_t workers) {
-  FERRY_CHECK_GT(workers, 0u);
-  uint64_t h = base::kFnv1a64Offset;
-  h = base::Fnv1a64Update(h, reinterpret_cast<const unsigned char*>(local_nic.data()),
-                          local_nic.size());
-  h = base::Fnv1a64UpdateU64(h, 0);
-  h = base::Fnv1a64Update(h, reinterpret_cast<const unsigned char*>(peer_path.data()),
-                          peer_path.size());
-  return static_cast<uint32_t>(h % workers);
-}
-
 Worker::Worker(uint32_t id, WorkerEnv* env) : id_(id), env_(env), cfg_(*env->config) {
   FERRY_CHECK_LT(id_, cfg_.workers);
   for (Context* c : env_->contexts) {
+    stores_.push_back(std::make_unique<Store>(cfg_.endpoint_store_capacity));
+    rails_.emplace_back();
     for (uint32_t i = 0; i < c->cqs_per_worker(); ++i) {
-      Quota& q = quota_[c->cq(id_, i).id];
-      q.capacity = c->cqe_capacity();
+      quota_[c->cq(id_, i).id] =
+          std::make_unique<CqQuota>(c->cqe_capacity(), cfg_.zombie_quota_max, env_->mutations,
+                                    /*check_every_op=*/base::Mutations::kCompiledIn);
     }
   }
 }
@@ -73,6 +73,31 @@ void Worker::Push(InboxItem item) {
 size_t Worker::InboxSize() const {
   absl::MutexLock l(&mu_);
   return inbox_.size();
+}
+
+std::vector<Endpoint*> Worker::LiveList() const {
+  std::vector<Endpoint*> out;
+  for (const auto& st : stores_)
+    st->ForEach([&out](const EndpointKey&, const std::unique_ptr<Endpoint>& ep, bool) {
+      out.push_back(ep.get());
+    });
+  return out;
+}
+
+size_t Worker::LiveEndpoints() const {
+  size_t n = 0;
+  for (const auto& st : stores_) n += st->size();
+  return n;
+}
+
+Endpoint* Worker::Peek(const Key& key) const {
+  const auto* p = stores_[key.first]->Peek(StoreKey(key));
+  return p == nullptr ? nullptr : p->get();
+}
+
+Endpoint* Worker::Hit(const Key& key) {
+  auto* p = stores_[key.first]->Find(StoreKey(key));
+  return p == nullptr ? nullptr : p->get();
 }
 
 WaitSet Worker::Step(const PhaseOrder& order) {
@@ -100,21 +125,30 @@ WaitSet Worker::Step(const PhaseOrder& order) {
   auto consider = [&ws](std::optional<uint64_t> t) {
     if (t && (!ws.deadline_ns || *t < *ws.deadline_ns)) ws.deadline_ns = t;
   };
-  for (const auto& [key, ep] : live_) {
+  for (Endpoint* ep : LiveList()) {
+    const Key key{ep->context(), ep->peer_path()};
     if (ep->state() == EndpointState::kConnecting) {
       consider(ep->next_resend_ns);
       consider(ep->handshake_deadline_ns);
     }
-    if (ep->state() == EndpointState::kReady && ep->Outstanding() > 0) ws.poll_now = true;
+    if (ep->Outstanding() > 0) ws.poll_now = true;
     auto it = pending_.find(key);
-    if (it != pending_.end() && !it->second.empty() && ep->state() == EndpointState::kReady) {
-      for (const DataQp& q : ep->qps())
-        if (q.fifo.size() < ep->wr_depth() && QuotaOf(ep->cq()).used < QuotaOf(ep->cq()).capacity)
+    if (it != pending_.end() && !it->second.empty() && ep->state() == EndpointState::kReady &&
+        !RailPaused(key.first)) {
+      const CqQuota& q = Ledger(ep->cq());
+      for (const DataQp& dq : ep->qps())
+        if (dq.fifo.size() < ep->wr_depth() && q.free() > 0 && !q.ZombieOverCap())
           ws.work_now = true;
     }
   }
-  for (const auto& [key, dq] : pending_)
-    if (!dq.empty() && live_.find(key) == live_.end()) ws.work_now = true;
+  for (const auto& [key, dq] : pending_) {
+    if (dq.empty() || Peek(key) != nullptr) continue;
+    if (RailPaused(key.first) && !shutdown_) {
+      consider(rails_[key.first].paused_until_ns);
+    } else {
+      ws.work_now = true;
+    }
+  }
   for (const auto& ep : retiring_) {
     consider(ep->NextRetireNs());
     bool reclaimable = true;
@@ -126,25 +160,43 @@ WaitSet Worker::Step(const PhaseOrder& order) {
     // the next step reclaims it, so the worker must not sleep.
     if (reclaimable) ws.work_now = true;
   }
+  if (!errored_cqs_.empty()) ws.work_now = ws.work_now || retiring_.empty();
   for (const auto& t : tasks_)
-    if (!IsTerminal(t->task->status()) && !t->task->latched())
+    if (!IsTerminal(t->task->status()) && !t->timeout_handled)
       consider(t->task->geometry().deadline_ns);
   if (ws.deadline_ns && *ws.deadline_ns <= now) ws.work_now = true;
   for (Context* c : env_->contexts) ws.channels.push_back(c->channel(id_));
   return ws;
 }
 
-bool Worker::ShutDown() const { return shutdown_ && live_.empty() && retiring_.empty(); }
+bool Worker::ShutDown() const { return shutdown_ && LiveEndpoints() == 0 && retiring_.empty(); }
 
 uint64_t Worker::QuotaUsed() const {
   uint64_t n = 0;
-  for (const auto& [cq, q] : quota_) n += q.used;
+  for (const auto& [cq, q] : quota_) n += static_cast<uint64_t>(q->reserved());
   return n;
 }
 
+const CqQuota* Worker::QuotaOf(hal::CqHandle cq) const {
+  auto it = quota_.find(cq.id);
+  return it == quota_.end() ? nullptr : it->second.get();
+}
+
+std::vector<hal::CqHandle> Worker::OwnedCqs() const {
+  std::vector<hal::CqHandle> out;
+  for (Context* c : env_->contexts)
+    for (uint32_t i = 0; i < c->cqs_per_worker(); ++i) out.push_back(c->cq(id_, i));
+  return out;
+}
+
+bool Worker::RailPaused(uint32_t ctx) const {
+  const Rail& r = rails_[ctx];
+  return r.port_down || env_->clock->NowNs() < r.paused_until_ns;
+}
+
 const Endpoint* Worker::Find(uint32_t context, std::string_view peer_path) const {
-  auto it = live_.find(Key{context, std::string(peer_path)});
-  return it == live_.end() ? nullptr : it->second.get();
+  if (context >= stores_.size()) return nullptr;
+  return Peek(Key{context, std::string(peer_path)});
 }
 
 std::vector<std::string> Worker::PendingReasons() const {
@@ -155,12 +207,14 @@ std::vector<std::string> Worker::PendingReasons() const {
       out.push_back(absl::StrCat(
           "worker ", id_, " endpoint ", ep->peer_path(), " gen ", ep->generation(), " qpn ", q.qpn,
           ": retiring (", std::string(RetireReasonName(ep->retire_reason())), "), ", q.fifo.size(),
-          " WRs without evidence, ", q.destroy_failures, " failed destroys"));
+          " WRs without evidence, ", q.destroy_failures, " failed destroys",
+          q.destroyed ? ", destroyed, awaiting the empty poll" : ""));
     }
   }
-  for (const auto& [key, ep] : live_)
-    out.push_back(absl::StrCat("worker ", id_, " endpoint ", key.second, " gen ", ep->generation(),
-                               ": ", std::string(EndpointStateName(ep->state()))));
+  for (Endpoint* ep : LiveList())
+    out.push_back(absl::StrCat("worker ", id_, " endpoint ", ep->peer_path(), " gen ",
+                               ep->generation(), ": ",
+                               std::string(EndpointStateName(ep->state()))));
   return out;
 }
 
@@ -183,10 +237,10 @@ std::optional<uint32_t> Worker::ContextOfNic(std::string_view nic) const {
   return std::nullopt;
 }
 
-Worker::Quota& Worker::QuotaOf(hal::CqHandle cq) {
+CqQuota& Worker::Ledger(hal::CqHandle cq) {
   auto it = quota_.find(cq.id);
   FERRY_CHECK(it != quota_.end());
-  return it->second;
+  return *it->second;
 }
 
 // ------------------------------------------------------------------ inbox
@@ -209,9 +263,7 @@ void Worker::DrainInbox() {
       OnAsync(a->event);
     } else {
       shutdown_ = true;
-      std::vector<Key> keys;
-      for (const auto& [key, ep] : live_) keys.push_back(key);
-      for (const Key& k : keys) Retire(k, RetireReason::kShutdown);
+      for (Endpoint* ep : LiveList()) Retire(ep, RetireReason::kShutdown);
     }
   }
 }
@@ -223,19 +275,21 @@ void Worker::OnSubmit(const std::shared_ptr<TaskRoute>& route) {
   for (uint32_t i = 0; i < route->task->slice_count(); ++i) dq.push_back(Pending{route, i});
 }
 
-void Worker::OnWire(const WireMsg& m, const std::string& from) {
+void Worker::OnWire(const HandshakeMessage& m, const std::string& from) {
   switch (m.type) {
-    case WireType::kReq:
+    case HandshakeType::kReq:
       OnReq(m, from);
       break;
-    case WireType::kRep:
+    case HandshakeType::kRep:
       OnRep(m, from);
       break;
-    case WireType::kRtu:
+    case HandshakeType::kRtu:
       OnRtu(m, from);
       break;
-    default:
-      break;  // descriptors are the listener's
+    case HandshakeType::kStale:
+    case HandshakeType::kError:
+      OnStaleOrError(m, from);
+      break;
   }
 }
 
@@ -253,149 +307,243 @@ absl::StatusOr<Endpoint*> Worker::NewEndpoint(const Key& key) {
   p.timeout_exp = cfg_.qp_timeout_exp;
   p.retry_cnt = cfg_.qp_retry_cnt;
   p.rnr_retry = cfg_.qp_rnr_retry;
-  auto ep = Endpoint::Create(env_->verbs, env_->ledger, env_->entropy, p, cfg_.qps_per_endpoint,
-                             key.first, key.second, gen, &next_qp_uid_);
-  if (!ep.ok()) return ep.status();
-  Endpoint* raw = ep->get();
+  auto made = Endpoint::Create(env_->verbs, env_->ledger, env_->entropy, p, cfg_.qps_per_endpoint,
+                               key.first, key.second, gen, &next_qp_uid_);
+  if (!made.ok()) return made.status();
+  Endpoint* raw = made->get();
+  CqQuota& ledger = Ledger(raw->cq());
   for (uint32_t i = 0; i < raw->qps().size(); ++i) {
-    qp_by_uid_[raw->qps()[i].uid] = QpRef{raw, i, 0};
-    if (env_->observer != nullptr) env_->observer->OnQpCreated(id_, raw->qps()[i].qp.get());
+    const hal::QpHandle qp = raw->qps()[i].qp.get();
+    qp_by_uid_[raw->qps()[i].uid] = QpRef{raw, i, qp};
+    uid_by_qp_[qp.id] = raw->qps()[i].uid;
+    FERRY_CHECK(ledger.AddQp(qp).ok());
+    if (env_->observer != nullptr) env_->observer->OnQpCreated(id_, qp);
   }
   const uint64_t now = env_->clock->NowNs();
   raw->handshake_deadline_ns =
       now + cfg_.handshake_timeout_ns * (uint64_t{cfg_.handshake_retries} + 1);
   raw->next_resend_ns = now + cfg_.handshake_timeout_ns;
   raw->last_used_ns = now;
-  FERRY_CHECK(live_.find(key) == live_.end());
-  live_[key] = std::move(*ep);
+  // The store decides eviction: idle victims first (no posted WRs, no
+  // queued slices); the victim retires and its key is free at once.
+  auto idle = [this](const EndpointKey& k, const std::unique_ptr<Endpoint>& ep) {
+    auto it = pending_.find(Key{ep->context(), k.peer_nic_path});
+    return ep->Outstanding() == 0 && (it == pending_.end() || it->second.empty());
+  };
+  auto ins = stores_[key.first]->Insert(StoreKey(key), std::move(*made), idle);
+  FERRY_CHECK(ins.ok());
   NoteEvent("ep_create", key, gen, 0);
+  if (ins->has_value()) {
+    std::unique_ptr<Endpoint> victim = std::move((*ins)->value);
+    const Key vkey{victim->context(), victim->peer_path()};
+    ++stats_.evictions;
+    NoteEvent("ep_evict", vkey, victim->generation(), (*ins)->was_idle ? 1 : 0);
+    Endpoint* v = victim.get();
+    v->BeginRetire(RetireReason::kEvicted, now, cfg_.drain_timeout_ns);
+    for (const DataQp& q : v->qps()) FERRY_CHECK(Ledger(v->cq()).MarkRetiring(q.qp.get()).ok());
+    NoteEvent("ep_retire", vkey, v->generation(), static_cast<uint64_t>(RetireReason::kEvicted));
+    retiring_.push_back(std::move(victim));
+    CheckZombies(v->cq());
+  }
   return raw;
 }
 
-void Worker::SendRep(Endpoint* ep, const std::string& peer_addr, const std::string& peer_nic,
-                     uint32_t echo_generation) {
+void Worker::Send(const std::string& to, const HandshakeMessage& m, std::vector<uint8_t>* keep) {
+  auto bytes = EncodeHandshake(m);
+  FERRY_CHECK(bytes.ok());  // we only build valid messages
+  (void)env_->net->Send(to, *bytes);
+  if (keep != nullptr) *keep = std::move(*bytes);
+}
+
+void Worker::SendReq(Endpoint* ep) {
   Context* c = env_->contexts[ep->context()];
-  WireMsg rep;
-  rep.type = WireType::kRep;
+  HandshakeMessage req;
+  req.type = HandshakeType::kReq;
+  req.incarnation = env_->incarnation;
+  req.generation = ep->generation();
+  req.src_nic_path = env_->net->LocalAddress() + "@" + c->device();
+  req.dst_nic = NicOf(ep->peer_path());
+  for (size_t i = 0; i < ep->qps().size(); ++i)
+    req.qps.push_back(HandshakeQp{ep->qps()[i].qpn, ep->qps()[i].sq_psn});
+  req.gid = c->gid();
+  req.lid = c->lid();
+  req.mtu = c->active_mtu();
+  ep->active = true;
+  Send(AddressOf(ep->peer_path()), req, &ep->req_bytes);
+}
+
+void Worker::SendRep(Endpoint* ep, const HandshakeMessage& req, const std::string& from) {
+  Context* c = env_->contexts[ep->context()];
+  HandshakeMessage rep;
+  rep.type = HandshakeType::kRep;
   rep.incarnation = env_->incarnation;
   rep.generation = ep->generation();
-  rep.echo_generation = echo_generation;
-  rep.sender_nic = c->device();
-  rep.target_nic = peer_nic;
-  rep.qpns = ep->qpns();
-  rep.psns = ep->psns();
-  rep.gid = c->gid().raw;
-  rep.lid = c->lid();
-  rep.mtu = static_cast<uint8_t>(c->active_mtu());
-  ep->rep_bytes = EncodeWire(rep);
-  (void)env_->net->Send(peer_addr, ep->rep_bytes);
-  NoteEvent("rep_sent", Key{ep->context(), ep->peer_path()}, ep->generation(), echo_generation);
-}
-
-void Worker::SendReply(const std::string& from, const WireMsg& req, WireStatus status) {
-  WireMsg rep;
-  rep.type = WireType::kRep;
-  rep.status = status;
-  rep.incarnation = env_->incarnation;
+  rep.echo_incarnation = req.incarnation;
   rep.echo_generation = req.generation;
-  rep.sender_nic = req.target_nic;
-  rep.target_nic = req.sender_nic;
-  (void)env_->net->Send(from, EncodeWire(rep));
+  rep.src_nic_path = env_->net->LocalAddress() + "@" + c->device();
+  rep.dst_nic = NicOf(req.src_nic_path);
+  for (size_t i = 0; i < ep->qps().size(); ++i)
+    rep.qps.push_back(HandshakeQp{ep->qps()[i].qpn, ep->qps()[i].sq_psn});
+  rep.gid = c->gid();
+  rep.lid = c->lid();
+  rep.mtu = c->active_mtu();
+  Send(from, rep, &ep->rep_bytes);
+  NoteEvent("rep_sent", Key{ep->context(), ep->peer_path()}, ep->generation(), req.generation);
 }
 
-void Worker::Accept(Endpoint* ep, const WireMsg& req, const std::string& from) {
+void Worker::SendRtu(Endpoint* ep, const HandshakeMessage& rep, const std::string& from) {
+  HandshakeMessage rtu;
+  rtu.type = HandshakeType::kRtu;
+  rtu.incarnation = env_->incarnation;
+  rtu.generation = ep->generation();
+  rtu.echo_incarnation = rep.incarnation;
+  rtu.echo_generation = rep.generation;
+  rtu.src_nic_path = env_->net->LocalAddress() + "@" + NicName(ep->context());
+  rtu.dst_nic = NicOf(rep.src_nic_path);
+  Send(from, rtu, nullptr);
+  NoteEvent("rtu_sent", Key{ep->context(), ep->peer_path()}, ep->generation(), rep.generation);
+}
+
+void Worker::SendReply(const std::string& from, const HandshakeMessage& req, HandshakeType type,
+                       std::string_view why) {
+  HandshakeMessage r;
+  r.type = type;
+  r.incarnation = env_->incarnation;
+  r.generation = 0;
+  r.echo_incarnation = req.incarnation;
+  r.echo_generation = req.generation;
+  r.src_nic_path = env_->net->LocalAddress() + "@" + req.dst_nic;
+  r.dst_nic = NicOf(req.src_nic_path);
+  if (type == HandshakeType::kError) {
+    r.error_code = absl::StatusCode::kFailedPrecondition;
+    r.error_message = std::string(why.substr(0, kErrorMessageBytesMax));
+  }
+  auto bytes = EncodeHandshake(r);
+  if (bytes.ok()) (void)env_->net->Send(from, *bytes);
+}
+
+void Worker::Accept(Endpoint* ep, const HandshakeMessage& req, const std::string& from) {
   absl::Status s = ep->ToRtr(PeerFrom(req));
   if (!s.ok()) {
-    SendReply(from, req, WireStatus::kError);
+    SendReply(from, req, HandshakeType::kError, "rtr_failed");
     Retire(ep, RetireReason::kHandshakeFailed);
     return;
   }
-  SendRep(ep, from, req.sender_nic, req.generation);
+  SendRep(ep, req, from);
 }
 
-void Worker::OnReq(const WireMsg& m, const std::string& from) {
-  const std::optional<uint32_t> ctx = ContextOfNic(m.target_nic);
-  if (!ctx || m.qpns.size() != cfg_.qps_per_endpoint) {
-    SendReply(from, m, WireStatus::kError);
-    return;
-  }
-  const Key key{*ctx, from + "@" + m.sender_nic};
-  NoteEvent("req_recv", key, m.incarnation, m.generation);
-  auto it = live_.find(key);
-  Endpoint* ep = it == live_.end() ? nullptr : it->second.get();
-  if (ep != nullptr) {
-    const std::optional<PeerInfo>& rec = ep->peer();
-    if (rec.has_value()) {
-      const bool same = rec->incarnation == m.incarnation && rec->generation == m.generation &&
-                        rec->qpns == m.qpns;
-      const bool newer = rec->incarnation != m.incarnation || m.generation > rec->generation;
-      if (same) {
-        // Duplicate: the same REP, nothing changes.
-        NoteEvent("dup_req", key, m.incarnation, m.generation);
-        if (ep->rep_bytes.empty()) {
-          SendRep(ep, from, m.sender_nic, m.generation);
-        } else {
-          (void)env_->net->Send(from, ep->rep_bytes);
-        }
-        return;
-      }
-      if (!newer && !Mut(base::Mutation::kEngineC6AcceptStale)) {
-        NoteEvent("stale_req", key, m.incarnation, m.generation);
-        SendReply(from, m, WireStatus::kStale);
-        return;
-      }
-      // New incarnation or generation: retire ours, serve the REQ fresh.
-      Retire(ep, RetireReason::kSuperseded);
-      ep = nullptr;
-    } else {
-      // CONNECTING as the active side, nothing recorded: simultaneous open.
-      FERRY_CHECK(ep->state() == EndpointState::kConnecting);
-      Accept(ep, m, from);
-      return;
+void Worker::RememberReplaced(const Key& key, uint64_t incarnation) {
+  auto [it, fresh] = replaced_.try_emplace(key);
+  if (fresh) {
+    replaced_order_.push_back(key);
+    if (replaced_order_.size() > kReplacedKeysMax) {
+      replaced_.erase(replaced_order_.front());
+      replaced_order_.pop_front();
     }
   }
+  auto& list = replaced_[key];
+  if (std::find(list.begin(), list.end(), incarnation) != list.end()) return;
+  list.push_back(incarnation);
+  if (list.size() > kReplacedPerKeyMax) list.pop_front();
+}
+
+bool Worker::WasReplaced(const Key& key, uint64_t incarnation) const {
+  auto it = replaced_.find(key);
+  return it != replaced_.end() &&
+         std::find(it->second.begin(), it->second.end(), incarnation) != it->second.end();
+}
+
+void Worker::OnReq(const HandshakeMessage& m, const std::string& from) {
+  const std::optional<uint32_t> ctx = ContextOfNic(m.dst_nic);
+  if (!ctx || m.qps.size() != cfg_.qps_per_endpoint) {
+    SendReply(from, m, HandshakeType::kError, !ctx ? "unknown_nic" : "qp_count");
+    return;
+  }
+  const Key key{*ctx, m.src_nic_path};
+  NoteEvent("req_recv", key, m.incarnation, m.generation);
+  // C6: a REQ from an incarnation this key already replaced is a delayed
+  // REQ of the peer's previous process: STALE, nothing changes.
+  if (WasReplaced(key, m.incarnation) && !Mut(base::Mutation::kEngineC6AcceptStale)) {
+    NoteEvent("stale_req", key, m.incarnation, m.generation);
+    SendReply(from, m, HandshakeType::kStale, "");
+    return;
+  }
+  Endpoint* ep = Peek(key);
+  LocalEndpointState state = LocalEndpointState::kNone;
+  RecordedPeer rec;
+  if (ep != nullptr) {
+    state = ep->state() == EndpointState::kReady ? LocalEndpointState::kReady
+                                                 : LocalEndpointState::kConnecting;
+    if (ep->peer().has_value()) {
+      rec.known = true;
+      rec.incarnation = ep->peer()->incarnation;
+      rec.generation = ep->peer()->generation;
+      rec.qpns = ep->peer()->qpns;
+    }
+  }
+  const std::vector<uint32_t> qpns = QpnsOf(m);
+  const AcceptDecision d =
+      DecideAccept(state, rec, IncomingReq{m.incarnation, m.generation, qpns}, env_->mutations);
+  switch (d.action) {
+    case AcceptAction::kDuplicate:
+      NoteEvent("dup_req", key, m.incarnation, m.generation);
+      if (ep->rep_bytes.empty()) {
+        SendRep(ep, m, from);
+      } else {
+        (void)env_->net->Send(from, ep->rep_bytes);
+      }
+      return;
+    case AcceptAction::kReplyStale:
+      NoteEvent("stale_req", key, m.incarnation, m.generation);
+      SendReply(from, m, HandshakeType::kStale, "");
+      return;
+    case AcceptAction::kReplyError:
+      NoteEvent("error_req", key, m.incarnation, m.generation);
+      SendReply(from, m, HandshakeType::kError, "qpns_differ");
+      return;
+    case AcceptAction::kAcceptOnConnecting:
+      Accept(ep, m, from);
+      return;
+    case AcceptAction::kRetireAndServe:
+      if (rec.known && rec.incarnation != m.incarnation) RememberReplaced(key, rec.incarnation);
+      Retire(ep, RetireReason::kSuperseded);
+      break;
+    case AcceptAction::kFreshEndpoint:
+      break;
+  }
   if (shutdown_) {
-    SendReply(from, m, WireStatus::kError);
+    SendReply(from, m, HandshakeType::kError, "shutting_down");
     return;
   }
   auto fresh = NewEndpoint(key);
   if (!fresh.ok()) {
-    SendReply(from, m, WireStatus::kError);
+    SendReply(from, m, HandshakeType::kError, "no_endpoint");
     return;
   }
   Accept(*fresh, m, from);
 }
 
-void Worker::OnRep(const WireMsg& m, const std::string& from) {
-  const std::optional<uint32_t> ctx = ContextOfNic(m.target_nic);
+void Worker::OnRep(const HandshakeMessage& m, const std::string& from) {
+  const std::optional<uint32_t> ctx = ContextOfNic(m.dst_nic);
   if (!ctx) return;
-  const Key key{*ctx, from + "@" + m.sender_nic};
+  const Key key{*ctx, m.src_nic_path};
   NoteEvent("rep_recv", key, m.generation, m.echo_generation);
-  auto it = live_.find(key);
-  if (it == live_.end() || it->second->generation() != m.echo_generation) {
+  Endpoint* ep = Peek(key);
+  if (ep == nullptr || ep->generation() != m.echo_generation ||
+      m.echo_incarnation != env_->incarnation) {
     NoteEvent("rep_dropped", key, m.generation, m.echo_generation);
     return;
   }
-  Endpoint* ep = it->second.get();
   if (ep->state() == EndpointState::kReady) {
     // Our RTU was lost: the peer resends its REP. Resend the RTU only if
     // the REP is the one we applied.
-    if (m.status == WireStatus::kOk && ep->peer() && ep->peer()->generation == m.generation &&
-        ep->peer()->incarnation == m.incarnation) {
-      WireMsg rtu;
-      rtu.type = WireType::kRtu;
-      rtu.incarnation = env_->incarnation;
-      rtu.generation = ep->generation();
-      rtu.echo_generation = m.generation;
-      rtu.sender_nic = NicName(ep->context());
-      rtu.target_nic = m.sender_nic;
-      (void)env_->net->Send(from, EncodeWire(rtu));
-      NoteEvent("rtu_sent", key, ep->generation(), m.generation);
-    }
+    if (ep->peer() && ep->peer()->generation == m.generation &&
+        ep->peer()->incarnation == m.incarnation)
+      SendRtu(ep, m, from);
     return;
   }
   if (ep->state() != EndpointState::kConnecting) return;
-  if (m.status != WireStatus::kOk || m.qpns.size() != ep->qps().size()) {
+  if (m.qps.size() != ep->qps().size()) {
     Retire(ep, RetireReason::kHandshakeFailed);
     return;
   }
@@ -418,31 +566,23 @@ void Worker::OnRep(const WireMsg& m, const std::string& from) {
   ep->MarkReady();
   ++stats_.handshakes_done;
   NoteEvent("ep_ready", key, ep->generation(), m.generation);
-  WireMsg rtu;
-  rtu.type = WireType::kRtu;
-  rtu.incarnation = env_->incarnation;
-  rtu.generation = ep->generation();
-  rtu.echo_generation = m.generation;
-  rtu.sender_nic = NicName(ep->context());
-  rtu.target_nic = m.sender_nic;
-  (void)env_->net->Send(from, EncodeWire(rtu));
-  NoteEvent("rtu_sent", key, ep->generation(), m.generation);
+  SendRtu(ep, m, from);
 }
 
-void Worker::OnRtu(const WireMsg& m, const std::string& from) {
-  const std::optional<uint32_t> ctx = ContextOfNic(m.target_nic);
+void Worker::OnRtu(const HandshakeMessage& m, const std::string& from) {
+  (void)from;
+  const std::optional<uint32_t> ctx = ContextOfNic(m.dst_nic);
   if (!ctx) return;
-  const Key key{*ctx, from + "@" + m.sender_nic};
+  const Key key{*ctx, m.src_nic_path};
   NoteEvent("rtu_recv", key, m.generation, m.echo_generation);
-  auto it = live_.find(key);
-  if (it == live_.end() || it->second->generation() != m.echo_generation ||
-      it->second->state() != EndpointState::kConnecting || !it->second->peer() ||
-      it->second->peer()->generation != m.generation ||
-      it->second->peer()->incarnation != m.incarnation) {
+  Endpoint* ep = Peek(key);
+  if (ep == nullptr || ep->generation() != m.echo_generation ||
+      m.echo_incarnation != env_->incarnation || ep->state() != EndpointState::kConnecting ||
+      !ep->peer() || ep->peer()->generation != m.generation ||
+      ep->peer()->incarnation != m.incarnation) {
     NoteEvent("rtu_dropped", key, m.generation, m.echo_generation);
     return;
   }
-  Endpoint* ep = it->second.get();
   if (!ep->ToRts().ok()) {
     Retire(ep, RetireReason::kHandshakeFailed);
     return;
@@ -452,36 +592,142 @@ void Worker::OnRtu(const WireMsg& m, const std::string& from) {
   NoteEvent("ep_ready", key, ep->generation(), m.generation);
 }
 
+void Worker::OnStaleOrError(const HandshakeMessage& m, const std::string& from) {
+  (void)from;
+  const std::optional<uint32_t> ctx = ContextOfNic(m.dst_nic);
+  if (!ctx) return;
+  const Key key{*ctx, m.src_nic_path};
+  NoteEvent("stale_recv", key, static_cast<uint64_t>(m.type), m.echo_generation);
+  Endpoint* ep = Peek(key);
+  // Only an answer to our own REQ of this very endpoint counts: the
+  // handshake failed; the next post makes a fresh endpoint.
+  if (ep == nullptr || ep->state() != EndpointState::kConnecting ||
+      ep->generation() != m.echo_generation || m.echo_incarnation != env_->incarnation ||
+      ep->peer().has_value())
+    return;
+  Retire(ep, RetireReason::kHandshakeFailed);
+}
+
 void Worker::OnAsync(const hal::AsyncEvent& e) {
-  if (e.type == hal::AsyncEventType::kQpFatal || e.type == hal::AsyncEventType::kQpReqErr ||
-      e.type == hal::AsyncEventType::kQpAccessErr) {
-    for (auto& [key, ep] : live_) {
-      for (const DataQp& q : ep->qps()) {
-        if (q.qp.get() == e.qp) {
-          Retire(key, RetireReason::kQpFatal);
-          return;
-        }
+  const uint64_t now = env_->clock->NowNs();
+  std::optional<uint32_t> ctx;
+  for (uint32_t i = 0; i < env_->contexts.size(); ++i)
+    if (env_->contexts[i]->handle() == e.context) ctx = i;
+  switch (e.type) {
+    case hal::AsyncEventType::kQpFatal:
+    case hal::AsyncEventType::kQpReqErr:
+    case hal::AsyncEventType::kQpAccessErr: {
+      auto it = uid_by_qp_.find(e.qp.id);
+      if (it == uid_by_qp_.end()) return;  // not ours
+      Endpoint* ep = qp_by_uid_.at(it->second).ep;
+      if (ep->state() == EndpointState::kConnecting || ep->state() == EndpointState::kReady) {
+        // One endpoint failure event: counted once (the access error class
+        // is the peer's doing and does not penalise the rail).
+        if (e.type != hal::AsyncEventType::kQpAccessErr) RailError(ep->context(), now);
+        Retire(ep, RetireReason::kQpFatal);
       }
+      return;
     }
+    case hal::AsyncEventType::kCqErr: {
+      // The CQ's CQEs are lost: destroy is the only evidence for its WRs.
+      // Retire every endpoint on it; once all its QPs are destroyed the CQ
+      // is recreated and its ledger reset (RecoverErroredCqs).
+      if (!ctx) return;
+      for (uint32_t i = 0; i < env_->contexts[*ctx]->cqs_per_worker(); ++i) {
+        if (env_->contexts[*ctx]->cq(id_, i) != e.cq) continue;
+        errored_cqs_[e.cq.id] = {*ctx, i};
+        NoteEvent("cq_err", Key{*ctx, ""}, e.cq.id, 0);
+        for (Endpoint* ep : LiveList())
+          if (ep->cq() == e.cq) Retire(ep, RetireReason::kCqError);
+        for (auto& ep : retiring_)
+          if (ep->cq() == e.cq) ep->ExpireDrain(now);
+      }
+      return;
+    }
+    case hal::AsyncEventType::kPortErr:
+      if (!ctx) return;
+      rails_[*ctx].port_down = true;
+      NoteEvent("port_err", Key{*ctx, ""}, 0, 0);
+      return;
+    case hal::AsyncEventType::kPortActive: {
+      if (!ctx) return;
+      // Rebuild: endpoints made while the port was down (or before it)
+      // are retired; new ones wait out the window in which RTR may fail.
+      Rail& r = rails_[*ctx];
+      r.port_down = false;
+      r.paused_until_ns = std::max(r.paused_until_ns, now + cfg_.handshake_timeout_ns);
+      NoteEvent("port_active", Key{*ctx, ""}, 0, 0);
+      for (Endpoint* ep : LiveList())
+        if (ep->context() == *ctx) Retire(ep, RetireReason::kSuperseded);
+      return;
+    }
+    case hal::AsyncEventType::kGidChange:
+      if (!ctx) return;
+      NoteEvent("gid_change", Key{*ctx, ""}, 0, 0);
+      for (Endpoint* ep : LiveList())
+        if (ep->context() == *ctx) Retire(ep, RetireReason::kSuperseded);
+      return;
+    case hal::AsyncEventType::kDeviceFatal:
+      // Every QP of the device is in ERR: retire them all (flushes or
+      // destroy are their evidence). Re-enabling the context (Reenable,
+      // descriptor version bump) needs every owner's QPs gone first and
+      // is not wired yet (docs/architecture.md section 8).
+      if (!ctx) return;
+      NoteEvent("device_fatal", Key{*ctx, ""}, 0, 0);
+      for (Endpoint* ep : LiveList())
+        if (ep->context() == *ctx) Retire(ep, RetireReason::kQpFatal);
+      return;
+    default:
+      return;
   }
-  // CQ_ERR, port and device events: not handled in this version (see the
-  // report); they are acknowledged by the async reader.
 }
 
 void Worker::Retire(const Key& key, RetireReason why) {
-  auto it = live_.find(key);
-  if (it == live_.end()) return;
-  Retire(it->second.get(), why);
+  Endpoint* ep = Peek(key);
+  if (ep != nullptr) Retire(ep, why);
 }
 
 void Worker::Retire(Endpoint* ep, RetireReason why) {
   const Key key{ep->context(), ep->peer_path()};
-  auto it = live_.find(key);
-  FERRY_CHECK(it != live_.end() && it->second.get() == ep);
+  std::optional<std::unique_ptr<Endpoint>> held = stores_[key.first]->Remove(StoreKey(key));
+  FERRY_CHECK(held.has_value() && held->get() == ep);
   ep->BeginRetire(why, env_->clock->NowNs(), cfg_.drain_timeout_ns);
+  CqQuota& ledger = Ledger(ep->cq());
+  for (const DataQp& q : ep->qps()) FERRY_CHECK(ledger.MarkRetiring(q.qp.get()).ok());
   NoteEvent("ep_retire", key, ep->generation(), static_cast<uint64_t>(why));
-  retiring_.push_back(std::move(it->second));
-  live_.erase(it);
+  retiring_.push_back(std::move(*held));
+  CheckZombies(ep->cq());
+}
+
+void Worker::CheckZombies(hal::CqHandle cq) {
+  CqQuota& ledger = Ledger(cq);
+  if (!ledger.ZombieOverCap()) return;
+  // Escalate: destroy the retiring QPs on this CQ now instead of waiting
+  // for their drain (a destroy is evidence too); posting on the CQ stops
+  // until its zombie quota is back under the cap.
+  ++stats_.zombie_escalations;
+  const uint64_t now = env_->clock->NowNs();
+  for (auto& ep : retiring_)
+    if (ep->cq() == cq) ep->ExpireDrain(now);
+  NoteEvent("zombie_escalate", Key{0, ""}, static_cast<uint64_t>(ledger.zombie_held()), cq.id);
+}
+
+void Worker::RailError(uint32_t ctx, uint64_t now) {
+  Rail& r = rails_[ctx];
+  ++stats_.rail_errors;
+  if (now >= r.window_start_ns + cfg_.rail_error_window_ns || r.errors_in_window == 0) {
+    r.window_start_ns = now;
+    r.errors_in_window = 0;
+  }
+  ++r.errors_in_window;
+  NoteEvent("rail_error", Key{ctx, ""}, r.errors_in_window, 0);
+  if (r.errors_in_window < cfg_.rail_error_threshold) return;
+  r.cooldown_ns = r.cooldown_ns == 0 ? cfg_.rail_cooldown_ns
+                                     : std::min(r.cooldown_ns * 2, cfg_.rail_cooldown_max_ns);
+  r.paused_until_ns = now + r.cooldown_ns;
+  r.errors_in_window = 0;
+  ++stats_.rail_pauses;
+  NoteEvent("rail_pause", Key{ctx, ""}, r.cooldown_ns, 0);
 }
 
 // ------------------------------------------------------------------ post
@@ -499,8 +745,17 @@ void Worker::PostAll() {
   uint32_t budget = kPostsPerStepMax;
   for (auto& [key, dq] : pending_) {
     if (dq.empty()) continue;
-    auto it = live_.find(key);
-    if (it == live_.end()) {
+    // Slices of latched tasks leave the queue without a post (C2).
+    while (!dq.empty() && dq.front().route->task->latched().has_value()) {
+      Pending p = dq.front();
+      dq.pop_front();
+      const TaskStatus why = *p.route->task->latched();
+      p.route->task->TryWithdrawSlice(
+          p.slice, why == TaskStatus::kCanceled ? SliceOutcome::kCanceled : SliceOutcome::kTimeout);
+    }
+    if (dq.empty()) continue;
+    Endpoint* ep = Hit(key);
+    if (ep == nullptr) {
       if (shutdown_) {
         // No new endpoints during shutdown: the slices fail unposted.
         while (!dq.empty()) {
@@ -510,30 +765,16 @@ void Worker::PostAll() {
         }
         continue;
       }
-      auto ep = NewEndpoint(key);
-      if (!ep.ok()) continue;  // retried next step; the task timeout bounds it
-      Endpoint* e = *ep;
-      Context* c = env_->contexts[key.first];
-      WireMsg req;
-      req.type = WireType::kReq;
-      req.incarnation = env_->incarnation;
-      req.generation = e->generation();
-      req.sender_nic = c->device();
-      req.target_nic = NicOf(key.second);
-      req.qpns = e->qpns();
-      req.psns = e->psns();
-      req.gid = c->gid().raw;
-      req.lid = c->lid();
-      req.mtu = static_cast<uint8_t>(c->active_mtu());
-      e->active = true;
-      e->req_bytes = EncodeWire(req);
-      (void)env_->net->Send(AddressOf(key.second), e->req_bytes);
-      NoteEvent("req_sent", key, e->generation(), 0);
+      if (RailPaused(key.first)) continue;
+      auto made = NewEndpoint(key);
+      if (!made.ok()) continue;  // retried next step; the task timeout bounds it
+      SendReq(*made);
+      NoteEvent("req_sent", key, (*made)->generation(), 0);
       continue;
     }
-    Endpoint* ep = it->second.get();
-    if (ep->state() != EndpointState::kReady) continue;
-    Quota& quota = QuotaOf(ep->cq());
+    if (ep->state() != EndpointState::kReady || RailPaused(key.first)) continue;
+    CqQuota& ledger = Ledger(ep->cq());
+    if (ledger.ZombieOverCap()) continue;
     const uint32_t nqp = static_cast<uint32_t>(ep->qps().size());
     while (!dq.empty() && budget > 0) {
       // Pick a QP with room, round robin.
@@ -546,7 +787,7 @@ void Worker::PostAll() {
           break;
         }
       }
-      if (q == nullptr || quota.used >= quota.capacity) break;
+      if (q == nullptr) break;
       Pending p = dq.front();
       Task& task = *p.route->task;
       if (!task.BeginPost(p.slice)) {
@@ -556,6 +797,12 @@ void Worker::PostAll() {
                                                                        : SliceOutcome::kTimeout);
         }
         continue;
+      }
+      // Quota reserved before post_send (C4); refused past the CQ size.
+      if (!ledger.Reserve(q->qp.get(), 1).ok()) {
+        task.PostRejected(p.slice);
+        if (task.slice(p.slice).Load().state != SliceState::kQueued) dq.pop_front();
+        break;
       }
       const uint32_t slot = AllocSlot();
       Slot& s = slots_[slot];
@@ -576,21 +823,19 @@ void Worker::PostAll() {
           hal::Sge{p.route->local_addr + off, task.SliceLengthBytes(p.slice), p.route->lkey};
       wr.remote_addr = p.route->remote_addr + off;
       wr.rkey = p.route->rkey;
-      ++quota.used;  // reserved before post_send
-      FERRY_CHECK_LE(quota.used, quota.capacity);
       hal::PostResult r = env_->verbs->PostSend(q->qp.get(), absl::MakeConstSpan(&wr, 1));
       if (!r.status.ok()) {
-        --quota.used;
+        FERRY_CHECK(ledger.Unreserve(q->qp.get(), 1).ok());
         s.in_use = false;
         s.route.reset();
         free_slots_.push_back(slot);
-        Task::Step st = task.PostRejected(p.slice);
-        (void)st;
+        task.PostRejected(p.slice);
         if (task.slice(p.slice).Load().state != SliceState::kQueued) dq.pop_front();
         break;  // ENOMEM or the QP is gone: try again next step
       }
       task.PostAccepted(p.slice);
       q->fifo.push_back(slot);
+      p.route->posted.push_back(TaskRoute::PostedWr{slot, s.generation, q->uid});
       NoteEvent("post", key, ep->generation(), q->qpn);
       dq.pop_front();
       ++stats_.posted;
@@ -604,7 +849,7 @@ void Worker::PostAll() {
 void Worker::PollAll() {
   const uint64_t now = env_->clock->NowNs();
   uint64_t outstanding = 0;
-  for (const auto& [k, ep] : live_) outstanding += ep->Outstanding();
+  for (Endpoint* ep : LiveList()) outstanding += ep->Outstanding();
   for (const auto& ep : retiring_) outstanding += ep->Outstanding();
   if (outstanding > 0 && last_poll_ns_ != 0)
     stats_.max_poll_gap_ns = std::max(stats_.max_poll_gap_ns, now - last_poll_ns_);
@@ -615,23 +860,28 @@ void Worker::PollAll() {
     Context* c = env_->contexts[ci];
     for (uint32_t i = 0; i < c->cqs_per_worker(); ++i) {
       const hal::CqHandle cq = c->cq(id_, i);
-      if (!cq.valid()) continue;
-      for (int rounds = 0; rounds < 64; ++rounds) {
+      if (!cq.valid() || errored_cqs_.contains(cq.id)) continue;
+      for (uint32_t rounds = 0; rounds < kPollRoundsMax; ++rounds) {
+        CqQuota& ledger = Ledger(cq);
+        const uint64_t ticket = ledger.PollStarted();
         auto n = env_->verbs->PollCq(cq, absl::MakeSpan(wcs));
-        if (!n.ok()) break;  // CQ_ERR: not handled in this version
-        for (uint32_t k = 0; k < *n; ++k) HandleCqe(ci, wcs[k]);
-        if (*n == 0) {
-          ++QuotaOf(cq).empty_polls;
-          ReleaseDestroyed(cq);
+        if (!n.ok()) {
+          // CQ_ERR: its async event starts the recovery.
+          FERRY_CHECK(ledger.PollFinished(ticket, 1).ok());
           break;
         }
+        for (uint32_t k = 0; k < *n; ++k) HandleCqe(wcs[k]);
+        auto forgotten = ledger.PollFinished(ticket, *n);
+        FERRY_CHECK(forgotten.ok());
+        // Evidence: destroyed and the CQ polled empty after the destroy.
+        for (hal::QpHandle qp : *forgotten) DetachDestroyed(qp);
+        if (*n == 0) break;
       }
     }
   }
 }
 
-void Worker::HandleCqe(uint32_t ctx, const hal::WorkCompletion& wc) {
-  (void)ctx;
+void Worker::HandleCqe(const hal::WorkCompletion& wc) {
   ++stats_.cqes;
   const WrId id = DecodeWrId(wc.wr_id);
   if (id.slot >= slots_.size() || !slots_[id.slot].in_use ||
@@ -648,21 +898,26 @@ void Worker::HandleCqe(uint32_t ctx, const hal::WorkCompletion& wc) {
   FERRY_CHECK(!q.fifo.empty());
   FERRY_CHECK_EQ(q.fifo.front(), id.slot);
   q.fifo.pop_front();
-  Quota& quota = QuotaOf(ep->cq());
-  FERRY_CHECK_GT(quota.used, 0u);
-  --quota.used;
+  FERRY_CHECK(Ledger(ep->cq()).ReleaseOnCqe(qit->second.qp).ok());
   std::shared_ptr<TaskRoute> route = std::move(s.route);
   const uint32_t slice = s.slice;
   s.in_use = false;
   free_slots_.push_back(id.slot);
-  if (wc.status != hal::WcStatus::kSuccess && ep->state() != EndpointState::kRetiring) {
-    Retire(ep, RetireReason::kErrorCompletion);
+  if (wc.status != hal::WcStatus::kSuccess) {
+    const Key key{ep->context(), ep->peer_path()};
+    NoteEvent("cqe_error", key, static_cast<uint64_t>(wc.status), ep->generation());
+    if (ep->state() != EndpointState::kRetiring) {
+      // One endpoint failure event: the rail counts it once (never per
+      // flushed CQE), unless the error is the peer's (non-retryable class).
+      if (!NonRetryable(wc.status)) RailError(ep->context(), env_->clock->NowNs());
+      Retire(ep, RetireReason::kErrorCompletion);
+    }
   }
-  ResolveAttempt(route, slice, wc.status, false);
+  ResolveAttempt(route, slice, wc.status, false, ep->retire_reason());
 }
 
 void Worker::ResolveAttempt(const std::shared_ptr<TaskRoute>& route, uint32_t slice,
-                            hal::WcStatus st, bool evidence_by_destroy) {
+                            hal::WcStatus st, bool evidence_by_destroy, RetireReason ep_reason) {
   Task& task = *route->task;
   Slice& sl = task.mutable_slice(slice);
   if (!evidence_by_destroy && st == hal::WcStatus::kSuccess) {
@@ -673,17 +928,33 @@ void Worker::ResolveAttempt(const std::shared_ptr<TaskRoute>& route, uint32_t sl
     task.Resolve(slice, SliceOutcome::kFailed);
     return;
   }
-  const bool flush = evidence_by_destroy || st == hal::WcStatus::kWrFlushErr;
+  // A flush (or destroy evidence) on a QP Ferry moved to ERR itself costs
+  // an innocent slice no retry budget; repost_max bounds its attempts.
+  const bool ours = ep_reason == RetireReason::kTimeout || ep_reason == RetireReason::kEvicted ||
+                    ep_reason == RetireReason::kErrorCompletion ||
+                    ep_reason == RetireReason::kSuperseded ||
+                    ep_reason == RetireReason::kShutdown || ep_reason == RetireReason::kCqError;
+  const bool innocent = evidence_by_destroy || (st == hal::WcStatus::kWrFlushErr && ours);
+  if (innocent && ep_reason == RetireReason::kTimeout && !task.latched().has_value() &&
+      Mut(base::Mutation::kEngineC2TimeoutSpills)) {
+    task.Resolve(slice, SliceOutcome::kFailed);  // mutation: the timeout spills
+    return;
+  }
   if (sl.reposts_used + 1 >= cfg_.repost_max) {
     task.Resolve(slice, SliceOutcome::kFailed);
     return;
   }
-  if (!flush) {
+  if (!innocent) {
+    // RETRY_EXC_ERR and other transport errors (and flushes after a QP
+    // error we did not cause): retried on a fresh endpoint, with budget.
     if (sl.retries_used >= cfg_.retry_count) {
       task.Resolve(slice, SliceOutcome::kFailed);
       return;
     }
     ++sl.retries_used;
+    NoteEvent("retry", Key{route->context, route->peer_path}, slice, sl.retries_used);
+  } else {
+    NoteEvent("repost", Key{route->context, route->peer_path}, slice, sl.reposts_used + 1);
   }
   ++sl.reposts_used;
   Requeue(route, slice);
@@ -695,45 +966,68 @@ void Worker::Requeue(const std::shared_ptr<TaskRoute>& route, uint32_t slice) {
     pending_[Key{route->context, route->peer_path}].push_front(Pending{route, slice});
 }
 
-void Worker::ReleaseDestroyed(hal::CqHandle cq) {
-  const uint64_t epoch = QuotaOf(cq).empty_polls;
-  for (auto& ep : retiring_) {
-    if (ep->cq() != cq) continue;
-    for (DataQp& q : ep->qps()) {
-      if (!q.destroyed || q.released) continue;
-      QpRef& ref = qp_by_uid_[q.uid];
-      if (ref.destroy_epoch >= epoch) continue;  // destroyed after this poll began
-      // Evidence: destroy succeeded and the CQ was polled empty after it.
-      Quota& quota = QuotaOf(cq);
-      while (!q.fifo.empty()) {
-        const uint32_t slot = q.fifo.front();
-        q.fifo.pop_front();
-        FERRY_CHECK_GT(quota.used, 0u);
-        --quota.used;
-        if (Mut(base::Mutation::kEngineC4DoubleRelease) && quota.used > 0) --quota.used;
-        Slot& s = slots_[slot];
-        std::shared_ptr<TaskRoute> route = std::move(s.route);
-        const uint32_t slice = s.slice;
-        s.in_use = false;
-        free_slots_.push_back(slot);
-        ResolveAttempt(route, slice, hal::WcStatus::kWrFlushErr, true);
-      }
-      q.released = true;
-    }
+void Worker::DetachDestroyed(hal::QpHandle qp) {
+  auto uit = uid_by_qp_.find(qp.id);
+  FERRY_CHECK(uit != uid_by_qp_.end());
+  QpRef& ref = qp_by_uid_.at(uit->second);
+  DataQp& q = ref.ep->qps()[ref.index];
+  FERRY_CHECK(q.destroyed && !q.released);
+  const RetireReason why = ref.ep->retire_reason();
+  // The ledger already returned the quota; the WRs resolve on the
+  // evidence "destroyed + empty poll" (C1, C4).
+  while (!q.fifo.empty()) {
+    const uint32_t slot = q.fifo.front();
+    q.fifo.pop_front();
+    Slot& s = slots_[slot];
+    std::shared_ptr<TaskRoute> route = std::move(s.route);
+    const uint32_t slice = s.slice;
+    s.in_use = false;
+    free_slots_.push_back(slot);
+    ResolveAttempt(route, slice, hal::WcStatus::kWrFlushErr, true, why);
   }
+  q.released = true;
 }
 
 // ------------------------------------------------------------------ sweep
-void Worker::Sweep() {
-  const uint64_t now = env_->clock->NowNs();
-  // Task deadlines (C2: only the task's own queued slices are withdrawn).
+bool Worker::WrStillOnFifo(const TaskRoute::PostedWr& e) const {
+  auto it = qp_by_uid_.find(e.qp_uid);
+  if (it == qp_by_uid_.end()) return false;
+  if (e.slot >= slots_.size() || !slots_[e.slot].in_use ||
+      slots_[e.slot].generation != e.generation || slots_[e.slot].qp_uid != e.qp_uid)
+    return false;
+  const DataQp& q = it->second.ep->qps()[it->second.index];
+  return std::find(q.fifo.begin(), q.fifo.end(), e.slot) != q.fifo.end();
+}
+
+void Worker::SweepTimeouts(uint64_t now) {
   for (const auto& t : tasks_) {
     Task& task = *t->task;
-    if (IsTerminal(task.status())) continue;
-    if (task.Expired(now) && task.TryLatch(TaskStatus::kTimeout)) {
-      std::optional<TaskStatus> published;
-      task.WithdrawQueued(&published);
+    if (t->timeout_handled || IsTerminal(task.status()) || !task.Expired(now)) continue;
+    t->timeout_handled = true;
+    if (!task.TryLatch(TaskStatus::kTimeout) && task.latched() != TaskStatus::kTimeout) continue;
+    const Key key{t->context, t->peer_path};
+    NoteEvent("timeout", key, task.slice_count(), t->posted.size());
+    // C3: for each WR the task posted, retire its endpoint (to obtain
+    // evidence) only if that very WR is still on its QP's FIFO.
+    for (const TaskRoute::PostedWr& e : t->posted) {
+      const bool on_fifo = WrStillOnFifo(e);
+      if (!on_fifo && !Mut(base::Mutation::kEngineC3NoStaleCheck)) {
+        ++stats_.stale_sweep_entries;
+        NoteEvent("stale_entry", key, e.slot, e.qp_uid);
+        continue;
+      }
+      auto it = qp_by_uid_.find(e.qp_uid);
+      if (it == qp_by_uid_.end()) continue;
+      Endpoint* ep = it->second.ep;
+      if (ep->state() == EndpointState::kRetiring || ep->state() == EndpointState::kDestroyed)
+        continue;
+      ++stats_.timeout_retires;
+      NoteEvent("timeout_retire", key, ep->generation(), e.qp_uid);
+      Retire(ep, RetireReason::kTimeout);
     }
+    // C2: only this task's queued slices are withdrawn.
+    std::optional<TaskStatus> published;
+    task.WithdrawQueued(&published);
   }
   // Drop finished tasks from the sweep list (order kept).
   tasks_.erase(std::remove_if(tasks_.begin(), tasks_.end(),
@@ -741,12 +1035,18 @@ void Worker::Sweep() {
                                 return IsTerminal(t->task->status());
                               }),
                tasks_.end());
+}
+
+void Worker::Sweep() {
+  const uint64_t now = env_->clock->NowNs();
+  SweepTimeouts(now);
   // Handshake timers.
-  std::vector<Key> failed;
-  for (auto& [key, ep] : live_) {
+  std::vector<Endpoint*> failed;
+  for (Endpoint* ep : LiveList()) {
     if (ep->state() != EndpointState::kConnecting) continue;
+    const Key key{ep->context(), ep->peer_path()};
     if (now >= ep->handshake_deadline_ns) {
-      failed.push_back(key);
+      failed.push_back(ep);
       continue;
     }
     if (now >= ep->next_resend_ns) {
@@ -764,20 +1064,57 @@ void Worker::Sweep() {
       }
     }
   }
-  for (const Key& k : failed) Retire(k, RetireReason::kHandshakeFailed);
-  // Retire ladder.
+  for (Endpoint* ep : failed) Retire(ep, RetireReason::kHandshakeFailed);
+  // Retire ladder; every destroy result goes to the CQ's ledger.
   for (auto& ep : retiring_) {
     if (ep->state() != EndpointState::kRetiring) continue;
-    std::vector<bool> before;
-    for (const DataQp& q : ep->qps()) before.push_back(q.destroyed);
+    std::vector<std::pair<bool, uint32_t>> before;
+    for (const DataQp& q : ep->qps()) before.emplace_back(q.destroyed, q.destroy_failures);
     ep->RetireStep(now, cfg_.destroy_backoff_min_ns, cfg_.destroy_backoff_max_ns,
                    Mut(base::Mutation::kEngineC9LeakAtShutdown) && shutdown_);
+    auto lit = quota_.find(ep->cq().id);
+    if (lit == quota_.end()) continue;  // its CQ was recreated: all destroyed
+    CqQuota& ledger = *lit->second;
     for (size_t i = 0; i < ep->qps().size(); ++i) {
       DataQp& q = ep->qps()[i];
-      if (q.destroyed && !before[i])
-        qp_by_uid_[q.uid].destroy_epoch = QuotaOf(ep->cq()).empty_polls;
+      const hal::QpHandle h = qp_by_uid_.at(q.uid).qp;
+      if (q.destroyed && !before[i].first) FERRY_CHECK(ledger.OnDestroyResult(h, true).ok());
+      if (q.destroy_failures != before[i].second)
+        FERRY_CHECK(ledger.OnDestroyResult(h, false).ok());
     }
   }
+  RecoverErroredCqs();
+}
+
+// CQ_ERR recovery: once every QP on the errored CQ is destroyed, recreate
+// the CQ and reset its ledger; the forgotten QPs' WRs resolve on the
+// destroy (their CQEs are lost with the CQ).
+void Worker::RecoverErroredCqs() {
+  std::vector<uint64_t> done;
+  for (const auto& [cq_id, where] : errored_cqs_) {
+    auto qit = quota_.find(cq_id);
+    FERRY_CHECK(qit != quota_.end());
+    bool all_destroyed = true;
+    for (const auto& ep : retiring_)
+      if (ep->cq().id == cq_id)
+        for (const DataQp& q : ep->qps()) all_destroyed = all_destroyed && q.destroyed;
+    for (Endpoint* ep : LiveList()) all_destroyed = all_destroyed && ep->cq().id != cq_id;
+    if (!all_destroyed) continue;
+    Context* c = env_->contexts[where.first];
+    if (!c->RecreateCq(id_, where.second).ok()) continue;  // retried next sweep
+    const hal::CqHandle fresh = c->cq(id_, where.second);
+    if (env_->observer != nullptr) env_->observer->OnCqCreated(id_, fresh);
+    auto forgotten = qit->second->ResetForRecreatedCq(c->cqe_capacity());
+    FERRY_CHECK(forgotten.ok());
+    std::unique_ptr<CqQuota> ledger = std::move(qit->second);
+    quota_.erase(qit);
+    quota_[fresh.id] = std::move(ledger);
+    for (hal::QpHandle qp : *forgotten) DetachDestroyed(qp);
+    ++stats_.cq_recreated;
+    NoteEvent("cq_recreated", Key{where.first, ""}, cq_id, fresh.id);
+    done.push_back(cq_id);
+  }
+  for (uint64_t id : done) errored_cqs_.erase(id);
 }
 
 // ------------------------------------------------------------------ reclaim
@@ -790,7 +1127,10 @@ void Worker::Reclaim() {
     ep->MarkDestroyed();
     ++stats_.endpoints_destroyed;
     NoteEvent("ep_destroyed", Key{ep->context(), ep->peer_path()}, ep->generation(), 0);
-    for (const DataQp& q : ep->qps()) qp_by_uid_.erase(q.uid);
+    for (const DataQp& q : ep->qps()) {
+      uid_by_qp_.erase(qp_by_uid_.at(q.uid).qp.id);
+      qp_by_uid_.erase(q.uid);
+    }
   }
   retiring_.erase(std::remove_if(retiring_.begin(), retiring_.end(),
                                  [](const std::unique_ptr<Endpoint>& ep) {

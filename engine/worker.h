@@ -17,13 +17,26 @@
 //   deadlines and reclaims (in the order given: the sim permutes it), then
 //   returns its wait set. A slow or dead peer's handshake never stops the
 //   polling of its CQs (C5).
-// - Quota: one CQE per posted WR, reserved before post_send and released
-//   exactly once: when that WR's CQE is polled, or after its QP was
-//   destroyed successfully and its CQ then polled empty (C4). used <=
-//   capacity always, so Ferry's own traffic never overruns a CQ.
+// - Quota: one CqQuota ledger per owned CQ (engine/cq_quota.h): one CQE per
+//   posted WR, reserved before post_send and released exactly once: when
+//   that WR's CQE is polled, or after its QP was destroyed successfully and
+//   its CQ then polled empty by a poll that started after the destroy (C4).
+//   reserved <= capacity always, so Ferry's own traffic never overruns a
+//   CQ. Zombie quota past zombie_quota_max escalates: the retiring
+//   endpoints on that CQ are destroyed without waiting for their drain, and
+//   nothing new is posted on the CQ until it is back under the cap.
 // - A CQE whose (slot, generation) does not match a live slot is dropped.
-// - At most one non-retiring endpoint per key; REP/RTU applied only to the
-//   same generation in CONNECTING; the accept table of C6 decides REQs.
+// - At most one non-retiring endpoint per key, held in the owner's
+//   EndpointStore of its context (capacity, SIEVE eviction; an evicted
+//   endpoint retires and its key is free at once); REP/RTU applied only to
+//   the same generation in CONNECTING; DecideAccept (engine/accept.h)
+//   decides REQs, and a REQ bearing an incarnation this key already
+//   replaced is STALE (C6: a delayed REQ of a peer's previous incarnation
+//   never retires a healthy endpoint).
+// - Timeout (C2/C3): a timed-out task's queued slices are withdrawn; for
+//   each WR it posted, the endpoint is retired (to obtain evidence) only if
+//   that WR is still on its QP's FIFO with the same slot generation; a stale
+//   entry retires nothing. TIMEOUT is published only with evidence (C1).
 #ifndef FERRY_ENGINE_WORKER_H_
 #define FERRY_ENGINE_WORKER_H_
 
@@ -41,9 +54,12 @@
 #include "absl/synchronization/mutex.h"
 #include "base/mutation.h"
 #include "engine/context.h"
+#include "engine/cq_quota.h"
 #include "engine/endpoint.h"
+#include "engine/endpoint_store.h"
 #include "engine/handles.h"
-#include "engine/lifecycle_wire.h"
+#include "engine/handshake.h"
+#include "engine/owner.h"
 #include "engine/task.h"
 #include "ferry/config.h"
 #include "hal/clock.h"
@@ -58,13 +74,22 @@ namespace ferry::engine {
 class LifecycleObserver {
  public:
   virtual ~LifecycleObserver() = default;
-  // kind: "ep_create", "ep_ready", "ep_retire", "ep_destroyed", "req_sent",
-  // "req_recv", "rep_sent", "rep_recv", "rtu_sent", "rtu_recv", "dup_req",
-  // "stale_req", "rep_dropped", "rtu_dropped", "post", "cqe".
+  // kind: "ep_create", "ep_ready", "ep_retire", "ep_destroyed", "ep_evict",
+  // "req_sent", "req_recv", "rep_sent", "rep_recv", "rtu_sent", "rtu_recv",
+  // "dup_req", "stale_req", "error_req", "rep_dropped", "rtu_dropped",
+  // "stale_recv", "post", "cqe_error", "timeout", "timeout_retire",
+  // "stale_entry", "repost", "retry", "rail_error", "rail_pause",
+  // "zombie_escalate", "cq_err", "cq_recreated", "port_err", "port_active",
+  // "gid_change", "device_fatal".
   virtual void OnEvent(uint32_t worker, std::string_view kind, std::string_view key, uint64_t a,
                        uint64_t b) = 0;
   // A QP was created by `worker` (the sim binds it to the worker's actor).
   virtual void OnQpCreated(uint32_t worker, hal::QpHandle qp) = 0;
+  // A CQ was recreated by `worker` after CQ_ERR (the sim binds it too).
+  virtual void OnCqCreated(uint32_t worker, hal::CqHandle cq) {
+    (void)worker;
+    (void)cq;
+  }
 };
 
 // Everything a worker needs from the engine; outlives the worker.
@@ -81,9 +106,6 @@ struct WorkerEnv {
   LifecycleObserver* observer = nullptr;
 };
 
-// owner = fnv1a64(local NIC, peer NIC path) mod workers.
-uint32_t OwnerOf(std::string_view local_nic, std::string_view peer_path, uint32_t workers);
-
 // One request as the owner needs it (immutable after submit).
 struct TaskRoute {
   std::shared_ptr<Task> task;
@@ -94,13 +116,22 @@ struct TaskRoute {
   std::string peer_path;  // "host:port@nic"
   uint32_t lkey = 0;
   uint32_t rkey = 0;
+  // ---- owner only: one entry per WR posted for this task (the timeout
+  // sweep checks each against its QP's FIFO before retiring, C3).
+  struct PostedWr {
+    uint32_t slot = 0;
+    uint32_t generation = 0;
+    uint64_t qp_uid = 0;
+  };
+  std::vector<PostedWr> posted;
+  bool timeout_handled = false;
 };
 
 struct InboxSubmit {
   std::shared_ptr<TaskRoute> route;
 };
 struct InboxWire {
-  WireMsg msg;
+  HandshakeMessage msg;
   std::string from;
 };
 struct InboxAsync {
@@ -129,6 +160,13 @@ struct WorkerStats {
   uint64_t max_poll_gap_ns = 0;  // longest gap between polls with WRs outstanding
   uint64_t handshakes_done = 0;
   uint64_t endpoints_destroyed = 0;
+  uint64_t evictions = 0;
+  uint64_t timeout_retires = 0;  // endpoints retired to get evidence (C3)
+  uint64_t stale_sweep_entries = 0;
+  uint64_t rail_errors = 0;  // endpoint failure events counted
+  uint64_t rail_pauses = 0;
+  uint64_t zombie_escalations = 0;
+  uint64_t cq_recreated = 0;
 };
 
 class Worker {
@@ -150,7 +188,13 @@ class Worker {
   bool ShutDown() const;
   // C9/C1 accounting.
   uint64_t QuotaUsed() const;  // over all CQs
-  size_t LiveEndpoints() const { return live_.size(); }
+  // The ledger of one of this worker's CQs (nullptr if not ours).
+  const CqQuota* QuotaOf(hal::CqHandle cq) const;
+  // Every CQ this worker owns, in context order.
+  std::vector<hal::CqHandle> OwnedCqs() const;
+  // True while rail (context) `ctx` is paused (errors or port down).
+  bool RailPaused(uint32_t ctx) const;
+  size_t LiveEndpoints() const;
   size_t RetiringEndpoints() const { return retiring_.size(); }
   const WorkerStats& stats() const { return stats_; }
   // The non-retiring endpoint of a key, if any (tests).
@@ -162,6 +206,7 @@ class Worker {
 
  private:
   using Key = std::pair<uint32_t, std::string>;  // (context, peer path)
+  using Store = EndpointStore<std::unique_ptr<Endpoint>>;
   struct Slot {
     std::shared_ptr<TaskRoute> route;
     uint32_t slice = 0;
@@ -172,16 +217,18 @@ class Worker {
   struct QpRef {
     Endpoint* ep = nullptr;
     uint32_t index = 0;
-    uint64_t destroy_epoch = 0;  // empty-poll epoch of its CQ at destroy
-  };
-  struct Quota {
-    uint64_t used = 0;
-    uint64_t capacity = 0;
-    uint64_t empty_polls = 0;
+    hal::QpHandle qp;  // kept after destroy (ledger key)
   };
   struct Pending {
     std::shared_ptr<TaskRoute> route;
     uint32_t slice = 0;
+  };
+  struct Rail {
+    uint64_t errors_in_window = 0;
+    uint64_t window_start_ns = 0;
+    uint64_t paused_until_ns = 0;
+    uint64_t cooldown_ns = 0;
+    bool port_down = false;
   };
 
   void DrainInbox();
@@ -191,29 +238,44 @@ class Worker {
   void Reclaim();
 
   void OnSubmit(const std::shared_ptr<TaskRoute>& route);
-  void OnWire(const WireMsg& m, const std::string& from);
-  void OnReq(const WireMsg& m, const std::string& from);
-  void OnRep(const WireMsg& m, const std::string& from);
-  void OnRtu(const WireMsg& m, const std::string& from);
+  void OnWire(const HandshakeMessage& m, const std::string& from);
+  void OnReq(const HandshakeMessage& m, const std::string& from);
+  void OnRep(const HandshakeMessage& m, const std::string& from);
+  void OnRtu(const HandshakeMessage& m, const std::string& from);
+  void OnStaleOrError(const HandshakeMessage& m, const std::string& from);
   void OnAsync(const hal::AsyncEvent& e);
 
   absl::StatusOr<Endpoint*> NewEndpoint(const Key& key);
-  void Accept(Endpoint* ep, const WireMsg& req, const std::string& from);
-  void SendRep(Endpoint* ep, const std::string& peer_addr, const std::string& peer_nic,
-               uint32_t echo_generation);
-  void SendReply(const std::string& from, const WireMsg& req, WireStatus status);
+  void Accept(Endpoint* ep, const HandshakeMessage& req, const std::string& from);
+  void SendReq(Endpoint* ep);
+  void SendRep(Endpoint* ep, const HandshakeMessage& req, const std::string& from);
+  void SendRtu(Endpoint* ep, const HandshakeMessage& rep, const std::string& from);
+  void SendReply(const std::string& from, const HandshakeMessage& req, HandshakeType type,
+                 std::string_view why);
+  void Send(const std::string& to, const HandshakeMessage& m, std::vector<uint8_t>* keep);
   void Retire(const Key& key, RetireReason why);
   void Retire(Endpoint* ep, RetireReason why);
-  void HandleCqe(uint32_t ctx, const hal::WorkCompletion& wc);
+  void RememberReplaced(const Key& key, uint64_t incarnation);
+  bool WasReplaced(const Key& key, uint64_t incarnation) const;
+  void HandleCqe(const hal::WorkCompletion& wc);
   void ResolveAttempt(const std::shared_ptr<TaskRoute>& route, uint32_t slice, hal::WcStatus st,
-                      bool evidence_by_destroy);
+                      bool evidence_by_destroy, RetireReason ep_reason);
   void Requeue(const std::shared_ptr<TaskRoute>& route, uint32_t slice);
-  void ReleaseDestroyed(hal::CqHandle cq);
+  void DetachDestroyed(hal::QpHandle qp);
+  void SweepTimeouts(uint64_t now);
+  bool WrStillOnFifo(const TaskRoute::PostedWr& e) const;
+  void RailError(uint32_t ctx, uint64_t now);
+  void CheckZombies(hal::CqHandle cq);
+  void RecoverErroredCqs();
   void NoteEvent(std::string_view kind, const Key& key, uint64_t a, uint64_t b);
   uint32_t AllocSlot();
-  Quota& QuotaOf(hal::CqHandle cq);
+  CqQuota& Ledger(hal::CqHandle cq);
   std::string NicName(uint32_t ctx) const;
   std::optional<uint32_t> ContextOfNic(std::string_view nic) const;
+  EndpointKey StoreKey(const Key& key) const { return EndpointKey{NicName(key.first), key.second}; }
+  Endpoint* Peek(const Key& key) const;
+  Endpoint* Hit(const Key& key);
+  std::vector<Endpoint*> LiveList() const;
   bool Mut(base::Mutation m) const { return env_->mutations != nullptr && env_->mutations->on(m); }
 
   const uint32_t id_;
@@ -224,14 +286,21 @@ class Worker {
   std::deque<InboxItem> inbox_ ABSL_GUARDED_BY(mu_);
 
   // Owner-only state below.
-  std::map<Key, std::unique_ptr<Endpoint>> live_;
+  std::vector<std::unique_ptr<Store>> stores_;  // one per context
   std::vector<std::unique_ptr<Endpoint>> retiring_;
   std::map<Key, uint32_t> last_generation_;
+  // Per key, incarnations of the peer that a newer one already replaced
+  // (bounded: kReplacedPerKeyMax per key, kReplacedKeysMax keys, FIFO).
+  std::map<Key, std::deque<uint64_t>> replaced_;
+  std::deque<Key> replaced_order_;
   std::map<Key, std::deque<Pending>> pending_;
   std::vector<Slot> slots_;
   std::vector<uint32_t> free_slots_;
   std::map<uint64_t, QpRef> qp_by_uid_;
-  std::map<uint64_t, Quota> quota_;  // by CQ handle id
+  std::map<uint64_t, uint64_t> uid_by_qp_;                         // QP handle id -> uid
+  std::map<uint64_t, std::unique_ptr<CqQuota>> quota_;             // by CQ handle id
+  std::map<uint64_t, std::pair<uint32_t, uint32_t>> errored_cqs_;  // CQ id -> (ctx, i)
+  std::vector<Rail> rails_;                                        // per context
   std::vector<std::shared_ptr<TaskRoute>> tasks_;
   uint64_t next_qp_uid_ = 1;
   uint64_t last_poll_ns_ = 0;

@@ -12,7 +12,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/mutation.h"
-#include "engine/lifecycle_wire.h"
+#include "engine/handshake.h"
+#include "engine/owner.h"
 #include "gtest/gtest.h"
 #include "tests/engine/sim/two_engines.h"
 
@@ -172,7 +173,7 @@ std::string SimultaneousOpen(uint64_t seed, const base::Mutations& m) {
   for (uint32_t h = 0; h < 2; ++h) {
     EngineImpl& e = *w.host(h).engine;
     const std::string peer = w.host(1 - h).addr + "@sim0";
-    const uint32_t owner = OwnerOf("sim0", peer, 2);
+    const uint32_t owner = OwnerForKey(EndpointKey{"sim0", peer}, 2);
     for (uint32_t k = 0; k < 2; ++k)
       if (k != owner && e.workers()[k]->Find(0, peer) != nullptr) return "endpoint on non-owner";
     ep[h] = e.workers()[owner]->Find(0, peer);
@@ -256,20 +257,22 @@ std::string PeerRestart(uint64_t seed, const base::Mutations& m) {
     return absl::StrCat("order recv=", recv, " retire=", retire, " rep=", rep, " ready=", ready);
   // A delayed stale REQ (same incarnation, lower generation) changes nothing.
   const Endpoint* ep =
-      w.host(0).engine->workers()[OwnerOf("sim0", w.host(1).addr + "@sim0", 2)]->Find(
-          0, w.host(1).addr + "@sim0");
+      w.host(0)
+          .engine->workers()[OwnerForKey(EndpointKey{"sim0", w.host(1).addr + "@sim0"}, 2)]
+          ->Find(0, w.host(1).addr + "@sim0");
   if (ep == nullptr || ep->state() != EndpointState::kReady || !ep->peer()) return "no READY";
-  WireMsg stale;
-  stale.type = WireType::kReq;
-  stale.incarnation = ep->peer()->incarnation;
-  stale.generation = ep->peer()->generation - 1;  // 0 when it was 1: still lower
-  stale.sender_nic = "sim0";
-  stale.target_nic = "sim0";
-  stale.qpns = {0x999, 0x998};
-  stale.psns = {1, 2};
-  stale.mtu = 3;
+  // A REQ delayed from the peer's PREVIOUS incarnation (the C6 hole: a
+  // random incarnation looks "new") must be STALE too.
+  HandshakeMessage stale;
+  stale.type = HandshakeType::kReq;
+  stale.incarnation = old_inc;
+  stale.generation = 1;
+  stale.src_nic_path = w.host(1).addr + "@sim0";
+  stale.dst_nic = "sim0";
+  stale.qps = {HandshakeQp{0x999, 1}, HandshakeQp{0x998, 2}};
+  stale.mtu = hal::Mtu::k1024;
   const size_t before = w.host(0).obs->records().size();
-  (void)w.host(1).net->Send(w.host(0).addr, EncodeWire(stale));
+  (void)w.host(1).net->Send(w.host(0).addr, *EncodeHandshake(stale));
   w.RunUntil([] { return false; }, 5'000'000);
   if (Find(w.host(0).obs->records(), "ep_retire", key0, before) >= 0)
     return "stale REQ retired a healthy endpoint";
