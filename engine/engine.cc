@@ -357,6 +357,13 @@ absl::StatusOr<TaskStatus> EngineImpl::GetTaskStatus(TaskId task) const {
   return it->second.tasks[task.index]->task->status();
 }
 
+std::shared_ptr<const engine::Task> EngineImpl::TaskOf(TaskId task) const {
+  absl::MutexLock l(&mu_);
+  auto it = batches_.find(task.batch.id);
+  if (it == batches_.end() || task.index >= it->second.tasks.size()) return nullptr;
+  return it->second.tasks[task.index]->task;
+}
+
 absl::StatusOr<BatchStatus> EngineImpl::GetBatchStatus(BatchId batch) const {
   absl::MutexLock l(&mu_);
   auto it = batches_.find(batch.id);

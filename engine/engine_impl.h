@@ -75,6 +75,9 @@ class EngineImpl {
   absl::Status CancelBatch(BatchId batch);
   absl::Status FreeBatch(BatchId batch);
   PendingReport Pending() const;
+  // The task object behind `task` (the sim oracle reads its slice words);
+  // nullptr when unknown.
+  std::shared_ptr<const engine::Task> TaskOf(TaskId task) const;
 
   // ---- lifecycle
   // Refuses new calls, cancels pending tasks and asks every worker to

@@ -1078,9 +1078,15 @@ void Worker::Sweep() {
     for (size_t i = 0; i < ep->qps().size(); ++i) {
       DataQp& q = ep->qps()[i];
       const hal::QpHandle h = qp_by_uid_.at(q.uid).qp;
-      if (q.destroyed && !before[i].first) FERRY_CHECK(ledger.OnDestroyResult(h, true).ok());
-      if (q.destroy_failures != before[i].second)
+      const Key key{ep->context(), ep->peer_path()};
+      if (q.destroyed && !before[i].first) {
+        FERRY_CHECK(ledger.OnDestroyResult(h, true).ok());
+        NoteEvent("qp_destroyed", key, q.qpn, q.fifo.size());
+      }
+      if (q.destroy_failures != before[i].second) {
         FERRY_CHECK(ledger.OnDestroyResult(h, false).ok());
+        NoteEvent("destroy_failed", key, q.qpn, q.destroy_failures);
+      }
     }
   }
   RecoverErroredCqs();

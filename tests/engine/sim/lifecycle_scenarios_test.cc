@@ -62,7 +62,7 @@ TaskStatus Transfer(TwoEngines& w, uint32_t from, SegmentHandle seg, OpKind op, 
   r.length_bytes = len;
   r.segment = seg;
   r.remote_addr = reinterpret_cast<uint64_t>(w.host(to).buf.data()) + remote_off;
-  SubmitResult sr = e.Submit(*batch, absl::MakeConstSpan(&r, 1));
+  SubmitResult sr = w.Submit(from, *batch, {r});
   if (!sr.status.ok()) return TaskStatus::kInvalid;
   TaskStatus st = TaskStatus::kPending;
   w.RunUntil(
@@ -108,7 +108,7 @@ std::string EndToEnd(uint64_t seed, const base::Mutations& m) {
                 brtu = Find(b, "rtu_recv", kb), bready = Find(b, "ep_ready", kb);
   if (!(breq >= 0 && brep > breq && brtu > brep && bready > brtu))
     return absl::StrCat("B order req=", breq, " rep=", brep, " rtu=", brtu, " ready=", bready);
-  if (std::string v = w.Violations(); !v.empty()) return "violations: " + v;
+  if (std::string v = w.OracleAndViolations(); !v.empty()) return "oracle: " + v;
   if (std::string l = w.ShutdownAndCheckLeaks(); !l.empty()) return "leak: " + l;
   if (std::string v = w.Violations(); !v.empty()) return "violations at shutdown: " + v;
   return "";
@@ -148,7 +148,7 @@ std::string SimultaneousOpen(uint64_t seed, const base::Mutations& m) {
     r.segment = h == 0 ? *s01 : *s10;
     r.remote_addr = reinterpret_cast<uint64_t>(w.host(1 - h).buf.data()) + 64 * 1024 * (h + 1);
     for (uint64_t i = 0; i < r.length_bytes; ++i) w.host(h).buf[i] = Pattern(h, i);
-    SubmitResult sr = e.Submit(*batch, absl::MakeConstSpan(&r, 1));
+    SubmitResult sr = w.Submit(h, *batch, {r});
     if (!sr.status.ok()) return "submit: " + sr.status.ToString();
     tasks.emplace_back(h, sr.tasks[0]);
   }
@@ -191,14 +191,14 @@ std::string SimultaneousOpen(uint64_t seed, const base::Mutations& m) {
     const int64_t ready = Find(r, "ep_ready", key);
     if (post >= 0 && (ready < 0 || ready > post)) return "posted before READY";
   }
-  if (std::string v = w.Violations(); !v.empty()) return "violations: " + v;
+  if (std::string v = w.OracleAndViolations(); !v.empty()) return "oracle: " + v;
   if (std::string l = w.ShutdownAndCheckLeaks(); !l.empty()) return "leak: " + l;
   if (std::string v = w.Violations(); !v.empty()) return "violations at shutdown: " + v;
   return "";
 }
 
 TEST(EngineSim, C5SimultaneousOpenManySeeds) {
-  const uint64_t seeds = 200;
+  const uint64_t seeds = 1000;
   for (uint64_t s = 1; s <= seeds; ++s) {
     std::string r = SimultaneousOpen(s, base::Mutations());
     ASSERT_EQ(r, "") << "seed " << s;
@@ -277,7 +277,7 @@ std::string PeerRestart(uint64_t seed, const base::Mutations& m) {
   if (Find(w.host(0).obs->records(), "ep_retire", key0, before) >= 0)
     return "stale REQ retired a healthy endpoint";
   if (Find(w.host(0).obs->records(), "stale_req", key0, before) < 0) return "stale not seen";
-  if (std::string v = w.Violations(); !v.empty()) return "violations: " + v;
+  if (std::string v = w.OracleAndViolations(); !v.empty()) return "oracle: " + v;
   if (std::string l = w.ShutdownAndCheckLeaks(); !l.empty()) return "leak: " + l;
   return "";
 }

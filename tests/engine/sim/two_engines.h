@@ -7,6 +7,15 @@
 // What must stay true: every engine actor is registered once, through a
 // fixed per-host slot that forwards to the host's current runtime, so a
 // restarted process gets new actors without re-planning the scheduler.
+//
+// The oracle (DESIGN.md section 6) runs after every scheduler step of
+// RunUntil: a task submitted through Submit() has its local buffer Claim()ed
+// in the fabric's shadow memory and Release()d in the step it publishes (so a
+// DMA after publish is a `local_after_release` violation naming the task);
+// its published status never changes and no slice word leaves a final state
+// (each slice resolves once, each task publishes once); and for every CQ of
+// every live engine, CQEs present + producible <= engine quota <= CQ size.
+// The first failure is kept in oracle_failure() (with the virtual time).
 #ifndef FERRY_TESTS_ENGINE_SIM_TWO_ENGINES_H_
 #define FERRY_TESTS_ENGINE_SIM_TWO_ENGINES_H_
 
@@ -21,6 +30,7 @@
 #include "base/check.h"
 #include "base/mutation.h"
 #include "engine/engine_impl.h"
+#include "engine/owner.h"
 #include "engine/runtime_sim.h"
 #include "sim/net/sim_network.h"
 #include "sim/prng.h"
@@ -69,10 +79,10 @@ class SlotActor final : public sim::Actor {
 class TwoEngines {
  public:
   TwoEngines(uint64_t seed, sim::NetPlan plan, const base::Mutations& mutations,
-             EngineConfig config)
+             EngineConfig config, sim::FabricConfig fabric_config = MakeFabricConfig())
       : trace_(0),
         root_(seed),
-        fabric_(MakeFabricConfig(), root_.Fork(), &clock_, &trace_),
+        fabric_(fabric_config, root_.Fork(), &clock_, &trace_),
         net_(root_.Fork(), &clock_, &trace_, plan),
         sched_(root_.Fork(), &clock_, &trace_),
         mutations_(mutations),
@@ -135,9 +145,109 @@ class TwoEngines {
   }
 
   bool RunUntil(const std::function<bool()>& done, uint64_t time_max_ns) {
-    sim::RunResult r = sched_.Run(done, 5'000'000, clock_.NowNs() + time_max_ns);
+    sim::RunResult r = sched_.Run(
+        [&] {
+          OracleStep();
+          return done();
+        },
+        5'000'000, clock_.NowNs() + time_max_ns);
     last_run_ = r;
     return r.outcome == sim::RunOutcome::kDone;
+  }
+
+  // ---------------------------------------------------------------- oracle
+  struct Tracked {
+    uint32_t host = 0;
+    TaskId id;
+    uint64_t label = 0;  // shadow owner id
+    const uint8_t* addr = nullptr;
+    uint64_t len = 0;
+    std::shared_ptr<const Task> task;
+    TaskStatus published = TaskStatus::kPending;
+    uint64_t publish_ns = 0;
+    std::vector<bool> slice_final;
+  };
+
+  // Submits through host h's engine and tracks each accepted task.
+  SubmitResult Submit(uint32_t h, BatchId batch, const std::vector<Request>& reqs) {
+    EngineImpl& e = *hosts_[h].engine;
+    SubmitResult sr = e.Submit(batch, absl::MakeConstSpan(reqs));
+    if (!sr.status.ok()) return sr;
+    for (size_t i = 0; i < sr.tasks.size(); ++i) {
+      Tracked t;
+      t.host = h;
+      t.id = sr.tasks[i];
+      t.label = tracked_.size() + 1;
+      t.addr = reinterpret_cast<const uint8_t*>(reqs[i].local_addr);
+      t.len = reqs[i].length_bytes;
+      t.task = e.TaskOf(t.id);
+      FERRY_CHECK(t.task != nullptr);
+      t.slice_final.assign(t.task->slice_count(), false);
+      fabric_.shadow().Claim(t.addr, t.len, t.label, absl::StrCat("h", h, " task ", t.label));
+      tracked_.push_back(std::move(t));
+    }
+    return sr;
+  }
+
+  void OracleStep() {
+    if (!oracle_failure_.empty()) return;
+    for (Tracked& t : tracked_) {
+      if (hosts_[t.host].rt == nullptr || hosts_[t.host].rt->dead()) continue;
+      const TaskStatus st = t.task->status();
+      for (uint32_t i = 0; i < t.task->slice_count(); ++i) {
+        const bool fin = t.task->slice(i).Load().final();
+        if (t.slice_final[i] && !fin)
+          Fail(absl::StrCat("task ", t.label, " slice ", i, " left its final state"));
+        t.slice_final[i] = fin;
+      }
+      if (t.published == TaskStatus::kPending) {
+        if (IsTerminal(st)) {
+          t.published = st;
+          t.publish_ns = clock_.NowNs();
+          fabric_.shadow().Release(t.addr, t.len);
+        }
+      } else if (st != t.published) {
+        Fail(absl::StrCat("task ", t.label,
+                          " published twice: ", std::string(TaskStatusName(t.published)), " then ",
+                          std::string(TaskStatusName(st))));
+      }
+    }
+    for (uint32_t h = 0; h < 2; ++h) {
+      HostState& hs = hosts_[h];
+      if (hs.rt == nullptr || hs.rt->dead() || hs.engine == nullptr) continue;
+      for (auto& wk : hs.engine->workers()) {
+        for (hal::CqHandle cq : wk->OwnedCqs()) {
+          const CqQuota* q = wk->QuotaOf(cq);
+          auto truth = fabric_.TruthOf(cq);
+          if (q == nullptr || !truth.ok() || truth->errored) continue;
+          const uint64_t reserved = static_cast<uint64_t>(q->reserved());
+          max_quota_ = std::max(max_quota_, reserved);
+          if (truth->present + truth->producible > reserved || reserved > truth->capacity)
+            Fail(absl::StrCat("quota: h", h, " w", wk->id(), " cq ", cq.id,
+                              " present=", truth->present, " producible=", truth->producible,
+                              " reserved=", reserved, " capacity=", truth->capacity));
+        }
+      }
+    }
+  }
+  void Fail(std::string why) {
+    if (oracle_failure_.empty())
+      oracle_failure_ = absl::StrCat("oracle at ", clock_.NowNs(), " ns: ", why);
+  }
+  const std::string& oracle_failure() const { return oracle_failure_; }
+  const std::vector<Tracked>& tracked() const { return tracked_; }
+  const Tracked* TrackedOf(uint32_t h, TaskId id) const {
+    for (const Tracked& t : tracked_)
+      if (t.host == h && t.id.batch.id == id.batch.id && t.id.index == id.index) return &t;
+    return nullptr;
+  }
+  uint64_t max_quota() const { return max_quota_; }
+  // Completed tasks' bytes: the caller's check; "" when all are right.
+  // Everything the oracle and fabric saw: "" when clean.
+  std::string OracleAndViolations() const {
+    std::string out = oracle_failure_;
+    if (std::string v = Violations(); !v.empty()) out += " violations: " + v;
+    return out;
   }
 
   // Opens host `to`'s segment from host `from` (running the world).
@@ -227,6 +337,9 @@ class TwoEngines {
   std::vector<std::unique_ptr<SimObserver>> dead_obs_;
   uint32_t restarts_ = 0;
   sim::RunResult last_run_;
+  std::vector<Tracked> tracked_;
+  std::string oracle_failure_;
+  uint64_t max_quota_ = 0;
 };
 
 }  // namespace ferry::engine::testing

@@ -1,0 +1,665 @@
+// tests/engine/sim/contract_scenarios_test.cc: contract scenarios C1, C2,
+// C4, C5 (dead peer's handshake while traffic), C6 (error-completion
+// reconnect, duplicate and stale REQs, one-sided teardown) and C8 (API
+// level) on the simulated RNIC, with the oracle of two_engines.h on at every
+// step and the C9 leak check at the end of each. Each scenario returns ""
+// on success or what broke, so each contract's mutation can be shown to make
+// its scenario fail.
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/mutation.h"
+#include "engine/descriptor_wire.h"
+#include "engine/handshake.h"
+#include "engine/owner.h"
+#include "gtest/gtest.h"
+#include "tests/engine/sim/two_engines.h"
+
+namespace ferry::engine::testing {
+namespace {
+
+EngineConfig BaseConfig() {
+  EngineConfig c;
+  c.workers = 2;
+  c.qps_per_endpoint = 2;
+  c.wr_depth = 16;
+  c.cqe_limit = 1024;
+  c.slice_size_bytes = 16 * 1024;
+  c.handshake_timeout_ns = 1'000'000;
+  c.handshake_retries = 8;
+  c.slice_timeout_ns = 2'000'000'000;
+  c.drain_timeout_ns = 1'000'000;
+  c.destroy_backoff_min_ns = 10'000;
+  c.destroy_backoff_max_ns = 1'000'000;
+  return c;
+}
+
+std::string Peer(TwoEngines& w, uint32_t h) { return w.host(h).addr + "@sim0"; }
+std::string KeyOf(TwoEngines& w, uint32_t peer) { return "sim0|" + Peer(w, peer); }
+
+// Index of the first record of `kind` on `key` at or after `from`, or -1.
+int64_t Find(const std::vector<LifecycleRecord>& r, std::string_view kind, std::string_view key,
+             size_t from = 0) {
+  for (size_t i = from; i < r.size(); ++i)
+    if (r[i].kind == kind && (key.empty() || r[i].key == key)) return static_cast<int64_t>(i);
+  return -1;
+}
+int Count(const std::vector<LifecycleRecord>& r, std::string_view kind, std::string_view key,
+          size_t from = 0) {
+  int n = 0;
+  for (size_t i = from; i < r.size(); ++i) n += r[i].kind == kind && r[i].key == key;
+  return n;
+}
+
+Worker& OwnerOn(TwoEngines& w, uint32_t h, uint32_t peer) {
+  EngineImpl& e = *w.host(h).engine;
+  const uint32_t o =
+      OwnerForKey(EndpointKey{"sim0", Peer(w, peer)}, static_cast<uint32_t>(e.workers().size()));
+  return *e.workers()[o];
+}
+const Endpoint* EndpointOn(TwoEngines& w, uint32_t h, uint32_t peer) {
+  return OwnerOn(w, h, peer).Find(0, Peer(w, peer));
+}
+
+Request MakeReq(TwoEngines& w, uint32_t from, SegmentHandle seg, OpKind op, uint64_t local_off,
+                uint64_t remote_off, uint64_t len) {
+  Request r;
+  r.opcode = op;
+  r.local_addr = reinterpret_cast<uint64_t>(w.host(from).buf.data()) + local_off;
+  r.length_bytes = len;
+  r.segment = seg;
+  r.remote_addr = reinterpret_cast<uint64_t>(w.host(1 - from).buf.data()) + remote_off;
+  return r;
+}
+
+// Submits one request and runs until terminal (or time_max_ns).
+std::pair<TaskStatus, TaskId> Run1(TwoEngines& w, uint32_t from, const Request& r,
+                                   uint64_t time_max_ns = 5'000'000'000) {
+  auto batch = w.host(from).engine->AllocateBatch(8);
+  FERRY_CHECK(batch.ok());
+  SubmitResult sr = w.Submit(from, *batch, {r});
+  if (!sr.status.ok()) return {TaskStatus::kInvalid, TaskId{}};
+  TaskStatus st = TaskStatus::kPending;
+  w.RunUntil(
+      [&] {
+        st = *w.host(from).engine->GetTaskStatus(sr.tasks[0]);
+        return IsTerminal(st);
+      },
+      time_max_ns);
+  return {st, sr.tasks[0]};
+}
+
+void Fill(TwoEngines& w, uint32_t h, uint64_t off, uint64_t len, uint64_t tag) {
+  sim::FillAttributable(std::span<uint8_t>(w.host(h).buf.data() + off, len), tag, 0);
+}
+bool Holds(TwoEngines& w, uint32_t h, uint64_t off, uint64_t len, uint64_t tag) {
+  return sim::FirstNotAttributable(std::span<const uint8_t>(w.host(h).buf.data() + off, len), tag,
+                                   0) == len;
+}
+
+sim::ScriptedFault QpFault(sim::FaultKind k, uint64_t now, uint32_t host, uint32_t qpn) {
+  sim::ScriptedFault f;
+  f.at_ns = now;
+  f.kind = k;
+  f.target.kind = sim::TargetKind::kQp;
+  f.target.host = host;
+  f.target.device = "sim0";
+  f.target.number = qpn;
+  return f;
+}
+
+std::string Finish(TwoEngines& w) {
+  if (std::string v = w.OracleAndViolations(); !v.empty()) return "oracle: " + v;
+  if (std::string l = w.ShutdownAndCheckLeaks(); !l.empty()) return "leak: " + l;
+  if (std::string v = w.OracleAndViolations(); !v.empty()) return "oracle at shutdown: " + v;
+  return "";
+}
+
+// ---------------------------------------------------------------- C1
+// Hung QPs: a task whose WRs never complete ends TIMEOUT only after its
+// endpoint was retired and its QPs destroyed and polled empty.
+std::string C1HungQp(uint64_t seed, const base::Mutations& m) {
+  EngineConfig c = BaseConfig();
+  c.slice_timeout_ns = 5'000'000;
+  TwoEngines w(seed, sim::NetPlan{}, m, c);
+  auto seg = w.Open(0, 1);
+  if (!seg.ok()) return "open";
+  if (Run1(w, 0, MakeReq(w, 0, *seg, OpKind::kWrite, 0, 0, 16 * 1024)).first !=
+      TaskStatus::kCompleted)
+    return "warm-up";
+  const Endpoint* ep = EndpointOn(w, 0, 1);
+  if (ep == nullptr) return "no endpoint";
+  for (uint32_t qpn : ep->qpns())
+    if (!w.fabric().Inject(QpFault(sim::FaultKind::kHungQp, w.clock().NowNs(), 0, qpn)).ok())
+      return "inject";
+  const size_t from = w.host(0).obs->records().size();
+  auto [st, id] = Run1(w, 0, MakeReq(w, 0, *seg, OpKind::kWrite, 64 * 1024, 64 * 1024, 32 * 1024));
+  if (st != TaskStatus::kTimeout)
+    return absl::StrCat("hung task ended ", std::string(TaskStatusName(st)));
+  const std::string k = KeyOf(w, 1);
+  const auto* tr = w.TrackedOf(0, id);
+  if (tr == nullptr) return "untracked";
+  const auto& r = w.host(0).obs->records();
+  // Evidence for each posted WR: its QP destroyed (the empty poll follows).
+  int64_t last_destroy = -1;
+  for (size_t i = from; i < r.size(); ++i)
+    if (r[i].kind == "qp_destroyed" && r[i].key == k && r[i].time_ns <= tr->publish_ns)
+      last_destroy = static_cast<int64_t>(i);
+  const int64_t t = Find(r, "timeout", k, from), ret = Find(r, "timeout_retire", k, from),
+                d = Find(r, "qp_destroyed", k, from);
+  if (!(t >= 0 && ret > t && d > ret))
+    return absl::StrCat("order timeout=", t, " retire=", ret, " qp_destroyed=", d);
+  if (last_destroy < 0 || Count(r, "qp_destroyed", k, from) < 1)
+    return "TIMEOUT published before any QP of its endpoint was destroyed (no evidence)";
+  w.RunUntil([&] { return Find(w.host(0).obs->records(), "ep_destroyed", k, from) >= 0; },
+             100'000'000);
+  if (Find(w.host(0).obs->records(), "ep_destroyed", k, from) < 0) return "endpoint not destroyed";
+  // Liveness: a fresh endpoint carries the next transfer.
+  Fill(w, 0, 128 * 1024, 16 * 1024, 77);
+  if (Run1(w, 0, MakeReq(w, 0, *seg, OpKind::kWrite, 128 * 1024, 128 * 1024, 16 * 1024)).first !=
+          TaskStatus::kCompleted ||
+      !Holds(w, 1, 128 * 1024, 16 * 1024, 77))
+    return "no transfer after the timeout";
+  return Finish(w);
+}
+
+// Late DMA: the READ's response packets straggle for milliseconds and the
+// retire cannot move the QPs to ERR (modify fails): the RNIC writes the
+// local buffer after the software timeout. TIMEOUT must wait for the WR's
+// own CQE (a late success still ends TIMEOUT); publishing at the timeout
+// is a DMA-after-publish the shadow memory names.
+std::string C1LateDma(uint64_t seed, const base::Mutations& m) {
+  EngineConfig c = BaseConfig();
+  c.slice_timeout_ns = 1'000'000;
+  c.drain_timeout_ns = 50'000'000;
+  sim::FabricConfig fc = TwoEngines::MakeFabricConfig();
+  fc.straggler = sim::Ratio{1, 1};
+  fc.fabric_lifetime_ns = 8'000'000;
+  TwoEngines w(seed, sim::NetPlan{}, m, c, fc);
+  auto seg = w.Open(0, 1);
+  if (!seg.ok()) return "open";
+  // The READ itself connects the endpoint; the moment it is READY (the
+  // handshake is on the control network, no stragglers there), its QPs
+  // are made to refuse the retire's move to ERR.
+  Fill(w, 1, 300 * 1024, 16 * 1024, 91);
+  auto batch = w.host(0).engine->AllocateBatch(1);
+  SubmitResult sr =
+      w.Submit(0, *batch, {MakeReq(w, 0, *seg, OpKind::kRead, 200 * 1024, 300 * 1024, 16 * 1024)});
+  if (!sr.status.ok()) return "submit";
+  w.RunUntil(
+      [&] {
+        const Endpoint* e = EndpointOn(w, 0, 1);
+        return e != nullptr && e->state() == EndpointState::kReady;
+      },
+      100'000'000);
+  const Endpoint* ep = EndpointOn(w, 0, 1);
+  if (ep == nullptr || ep->state() != EndpointState::kReady) return "no READY endpoint";
+  for (uint32_t qpn : ep->qpns())
+    if (!w.fabric().Inject(QpFault(sim::FaultKind::kModifyQpFail, w.clock().NowNs(), 0, qpn)).ok())
+      return "inject";
+  const TaskId id = sr.tasks[0];
+  EngineImpl& e = *w.host(0).engine;
+  w.RunUntil([&] { return IsTerminal(*e.GetTaskStatus(id)); }, 1'000'000'000);
+  const TaskStatus st = *e.GetTaskStatus(id);
+  if (st != TaskStatus::kTimeout)
+    return absl::StrCat("late READ ended ", std::string(TaskStatusName(st)));
+  const auto* tr = w.TrackedOf(0, id);
+  if (tr == nullptr) return "untracked";
+  bool late_success = false;
+  for (uint32_t i = 0; i < tr->task->slice_count(); ++i)
+    late_success = late_success || tr->task->slice(i).Load().outcome == SliceOutcome::kSuccess;
+  std::printf("C1 late DMA: seed %llu TIMEOUT at %llu ns, late success seen: %d\n",
+              static_cast<unsigned long long>(seed),
+              static_cast<unsigned long long>(tr->publish_ns), late_success ? 1 : 0);
+  return Finish(w);
+}
+
+TEST(EngineContracts, C1HungQpTimeoutOnlyAfterEvidence) {
+  for (uint64_t s = 1; s <= 5; ++s) ASSERT_EQ(C1HungQp(s, base::Mutations()), "") << "seed " << s;
+}
+
+TEST(EngineContracts, C1LateDmaTimeoutWaitsForTheCqe) {
+  for (uint64_t s = 1; s <= 5; ++s) ASSERT_EQ(C1LateDma(s, base::Mutations()), "") << "seed " << s;
+}
+
+TEST(EngineContracts, C1MutationEarlyPublishIsCaughtByShadowMemory) {
+  if (!base::Mutations::kCompiledIn) GTEST_SKIP();
+#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
+  base::Mutations m;
+  m.Enable(base::Mutation::kEngineC1EarlyPublish);
+  int caught = 0;
+  for (uint64_t s = 1; s <= 5; ++s) {
+    const std::string r = C1LateDma(s, m);
+    caught += r.find("local_after_release") != std::string::npos;
+    if (s == 1) std::printf("C1 mutation (seed 1): %.300s\n", r.c_str());
+  }
+  EXPECT_GT(caught, 0);
+  const std::string hung = C1HungQp(1, m);
+  EXPECT_NE(hung, "");
+#endif
+}
+
+// ---------------------------------------------------------------- C2
+// Task A's WRs hang; task B shares A's QPs. A's timeout retires the
+// endpoint; B's WRs get their evidence from the destroy and are reposted on
+// a fresh endpoint without spending retry budget; B completes, bytes right.
+std::string C2(uint64_t seed, const base::Mutations& m) {
+  EngineConfig c = BaseConfig();
+  c.slice_timeout_ns = 4'000'000;
+  c.drain_timeout_ns = 300'000;
+  TwoEngines w(seed, sim::NetPlan{}, m, c);
+  auto seg = w.Open(0, 1);
+  if (!seg.ok()) return "open";
+  if (Run1(w, 0, MakeReq(w, 0, *seg, OpKind::kWrite, 0, 0, 16 * 1024)).first !=
+      TaskStatus::kCompleted)
+    return "warm-up";
+  const Endpoint* ep = EndpointOn(w, 0, 1);
+  if (ep == nullptr) return "no endpoint";
+  for (uint32_t qpn : ep->qpns())
+    if (!w.fabric().Inject(QpFault(sim::FaultKind::kHungQp, w.clock().NowNs(), 0, qpn)).ok())
+      return "inject";
+  const size_t from = w.host(0).obs->records().size();
+  auto ba = w.host(0).engine->AllocateBatch(4);
+  auto bb = w.host(0).engine->AllocateBatch(4);
+  SubmitResult a =
+      w.Submit(0, *ba, {MakeReq(w, 0, *seg, OpKind::kWrite, 64 * 1024, 64 * 1024, 32 * 1024)});
+  w.RunUntil([] { return false; }, 2'000'000);
+  Fill(w, 0, 256 * 1024, 48 * 1024, 55);
+  SubmitResult b =
+      w.Submit(0, *bb, {MakeReq(w, 0, *seg, OpKind::kWrite, 256 * 1024, 256 * 1024, 48 * 1024)});
+  if (!a.status.ok() || !b.status.ok()) return "submit";
+  EngineImpl& e = *w.host(0).engine;
+  w.RunUntil(
+      [&] {
+        return IsTerminal(*e.GetTaskStatus(a.tasks[0])) && IsTerminal(*e.GetTaskStatus(b.tasks[0]));
+      },
+      1'000'000'000);
+  const TaskStatus sa = *e.GetTaskStatus(a.tasks[0]), sb = *e.GetTaskStatus(b.tasks[0]);
+  if (sa != TaskStatus::kTimeout || sb != TaskStatus::kCompleted)
+    return absl::StrCat("A ", std::string(TaskStatusName(sa)), " B ",
+                        std::string(TaskStatusName(sb)));
+  if (!Holds(w, 1, 256 * 1024, 48 * 1024, 55)) return "B's bytes wrong";
+  auto tb = e.TaskOf(b.tasks[0]);
+  uint32_t reposts = 0;
+  for (uint32_t i = 0; i < tb->slice_count(); ++i) {
+    if (tb->slice(i).retries_used != 0) return "B spent retry budget";
+    reposts += tb->slice(i).reposts_used;
+  }
+  if (reposts == 0) return "B was never reposted (did it share A's QPs?)";
+  const auto& r = w.host(0).obs->records();
+  const std::string k = KeyOf(w, 1);
+  const int64_t t = Find(r, "timeout", k, from), ret = Find(r, "timeout_retire", k, from),
+                rep = Find(r, "repost", k, from);
+  if (!(t >= 0 && ret > t && rep > ret))
+    return absl::StrCat("order timeout=", t, " retire=", ret, " repost=", rep);
+  if (Count(r, "timeout", k, from) != 1) return "more than one timeout";
+  return Finish(w);
+}
+
+TEST(EngineContracts, C2TimeoutAffectsOnlyItsOwnTask) {
+  for (uint64_t s = 1; s <= 5; ++s) ASSERT_EQ(C2(s, base::Mutations()), "") << "seed " << s;
+}
+
+TEST(EngineContracts, C2MutationTimeoutSpillsFails) {
+  if (!base::Mutations::kCompiledIn) GTEST_SKIP();
+#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
+  base::Mutations m;
+  m.Enable(base::Mutation::kEngineC2TimeoutSpills);
+  const std::string r = C2(1, m);
+  EXPECT_NE(r, "");
+  std::printf("C2 mutation: %.200s\n", r.c_str());
+#endif
+}
+
+// ---------------------------------------------------------------- C4
+// rxe profile; the endpoint's QPs hang with WRs posted, the first destroy
+// of each fails: the quota stays held (the oracle checks present +
+// producible <= quota at every step) and returns once after the successful
+// destroy and the empty poll; nothing leaks; no stray CQE.
+std::string C4(uint64_t seed, const base::Mutations& m) {
+  EngineConfig c = BaseConfig();
+  c.slice_timeout_ns = 3'000'000;
+  c.drain_timeout_ns = 200'000;
+  sim::FabricConfig fc = TwoEngines::MakeFabricConfig();
+  fc.profile = sim::RnicProfile::kRxe;
+  TwoEngines w(seed, sim::NetPlan{}, m, c, fc);
+  auto seg = w.Open(0, 1);
+  if (!seg.ok()) return "open";
+  if (Run1(w, 0, MakeReq(w, 0, *seg, OpKind::kWrite, 0, 0, 16 * 1024)).first !=
+      TaskStatus::kCompleted)
+    return "warm-up";
+  const Endpoint* ep = EndpointOn(w, 0, 1);
+  if (ep == nullptr) return "no endpoint";
+  const hal::CqHandle cq = ep->cq();
+  for (uint32_t qpn : ep->qpns()) {
+    if (!w.fabric().Inject(QpFault(sim::FaultKind::kHungQp, w.clock().NowNs(), 0, qpn)).ok() ||
+        !w.fabric().Inject(QpFault(sim::FaultKind::kDestroyQpFail, w.clock().NowNs(), 0, qpn)).ok())
+      return "inject";
+  }
+  const size_t from = w.host(0).obs->records().size();
+  auto [st, id] = Run1(w, 0, MakeReq(w, 0, *seg, OpKind::kWrite, 64 * 1024, 64 * 1024, 64 * 1024));
+  if (st != TaskStatus::kTimeout) return "not TIMEOUT";
+  const std::string k = KeyOf(w, 1);
+  w.RunUntil([&] { return Find(w.host(0).obs->records(), "ep_destroyed", k, from) >= 0; },
+             100'000'000);
+  const auto& r = w.host(0).obs->records();
+  const int64_t fail = Find(r, "destroy_failed", k, from), ok = Find(r, "qp_destroyed", k, from),
+                gone = Find(r, "ep_destroyed", k, from);
+  if (!(fail >= 0 && ok > fail && gone > ok))
+    return absl::StrCat("order destroy_failed=", fail, " qp_destroyed=", ok,
+                        " ep_destroyed=", gone);
+  const CqQuota* q = OwnerOn(w, 0, 1).QuotaOf(cq);
+  if (q == nullptr) return "no ledger";
+  if (q->reserved() != 0 || q->zombie_held() != 0 || q->stray_cqes() != 0)
+    return absl::StrCat("quota after teardown: reserved=", q->reserved(),
+                        " zombie=", q->zombie_held(), " stray=", q->stray_cqes());
+  if (w.max_quota() == 0) return "the quota was never observed";
+  return Finish(w);
+}
+
+TEST(EngineContracts, C4DestroyFailsThenSucceedsQuotaReturnedOnce) {
+  for (uint64_t s = 1; s <= 5; ++s) ASSERT_EQ(C4(s, base::Mutations()), "") << "seed " << s;
+}
+
+TEST(EngineContractsDeathTest, C4MutationDoubleReleaseIsCaught) {
+  if (!base::Mutations::kCompiledIn) GTEST_SKIP();
+#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
+  base::Mutations m;
+  m.Enable(base::Mutation::kEngineC4DoubleRelease);
+  // The ledger checks every operation in the sim: the double release is a
+  // FERRY_CHECK failure naming the broken invariant.
+  EXPECT_DEATH((void)C4(1, m), "reserved|held|zombie");
+#endif
+}
+
+// ---------------------------------------------------------------- C6
+// Host 1's endpoint dies by an error completion (its QP flushed) while it
+// writes to host 0: it reconnects with a higher generation; host 0 retires
+// its READY endpoint and serves that first REQ in the same exchange; bytes
+// verify. Then: the same REQ again is a duplicate (nothing changes); a REQ
+// of the same incarnation and a lower generation is STALE (nothing
+// changes); host 0 drops its side alone (GID change) and transfers resume
+// within handshake_timeout x handshake_retries + one retry budget.
+std::string C6(uint64_t seed, const base::Mutations& m) {
+  EngineConfig c = BaseConfig();
+  c.qp_timeout_exp = 8;  // 1.05 ms per attempt
+  c.qp_retry_cnt = 2;
+  TwoEngines w(seed, sim::NetPlan{}, m, c);
+  auto seg10 = w.Open(1, 0);
+  if (!seg10.ok()) return "open";
+  if (Run1(w, 1, MakeReq(w, 1, *seg10, OpKind::kWrite, 0, 0, 16 * 1024)).first !=
+      TaskStatus::kCompleted)
+    return "warm-up";
+  const Endpoint* ep1 = EndpointOn(w, 1, 0);
+  if (ep1 == nullptr) return "no endpoint on h1";
+  for (uint32_t qpn : ep1->qpns())
+    if (!w.fabric().Inject(QpFault(sim::FaultKind::kWrFlush, w.clock().NowNs(), 1, qpn)).ok())
+      return "inject";
+  const size_t a0 = w.host(0).obs->records().size();
+  const size_t b0 = w.host(1).obs->records().size();
+  Fill(w, 1, 64 * 1024, 32 * 1024, 61);
+  auto [st, id] =
+      Run1(w, 1, MakeReq(w, 1, *seg10, OpKind::kWrite, 64 * 1024, 96 * 1024, 32 * 1024));
+  if (st != TaskStatus::kCompleted)
+    return absl::StrCat("WRITE after the error ended ", std::string(TaskStatusName(st)));
+  if (!Holds(w, 0, 96 * 1024, 32 * 1024, 61)) return "bytes after reconnect";
+  const std::string k0 = KeyOf(w, 1), k1 = KeyOf(w, 0);
+  if (int n = Count(w.host(1).obs->records(), "req_sent", k1, b0); n != 1)
+    return absl::StrCat("reconnect took ", n, " REQs");
+  const auto& a = w.host(0).obs->records();
+  const int64_t recv = Find(a, "req_recv", k0, a0), retire = Find(a, "ep_retire", k0, a0),
+                rep = Find(a, "rep_sent", k0, a0), ready = Find(a, "ep_ready", k0, a0);
+  if (!(recv >= 0 && retire > recv && rep > retire && ready > rep))
+    return absl::StrCat("order recv=", recv, " retire=", retire, " rep=", rep, " ready=", ready);
+  // Duplicate REQ: the same bytes again.
+  const Endpoint* now1 = EndpointOn(w, 1, 0);
+  const Endpoint* now0 = EndpointOn(w, 0, 1);
+  if (now1 == nullptr || now0 == nullptr || now1->req_bytes.empty()) return "no endpoints";
+  const uint32_t gen0 = now0->generation();
+  size_t before = w.host(0).obs->records().size();
+  (void)w.host(1).net->Send(w.host(0).addr, now1->req_bytes);
+  w.RunUntil([] { return false; }, 3'000'000);
+  if (Find(w.host(0).obs->records(), "dup_req", k0, before) < 0) return "duplicate not seen";
+  if (Find(w.host(0).obs->records(), "ep_retire", k0, before) >= 0)
+    return "duplicate REQ retired an endpoint";
+  // Stale: same incarnation, lower generation.
+  auto req = DecodeHandshake(now1->req_bytes);
+  if (!req.ok() || req->generation < 2) return "no generation >= 2 to go below";
+  req->generation -= 1;
+  req->qps[0].qpn = 0x777;
+  before = w.host(0).obs->records().size();
+  (void)w.host(1).net->Send(w.host(0).addr, *EncodeHandshake(*req));
+  w.RunUntil([] { return false; }, 3'000'000);
+  if (Find(w.host(0).obs->records(), "ep_retire", k0, before) >= 0)
+    return "stale REQ retired a healthy endpoint";
+  if (Find(w.host(0).obs->records(), "stale_req", k0, before) < 0) return "stale not seen";
+  if (EndpointOn(w, 0, 1) == nullptr || EndpointOn(w, 0, 1)->generation() != gen0)
+    return "stale REQ changed the endpoint";
+  // One-sided teardown: host 0 drops its side (GID change); host 1 still
+  // thinks it is READY.
+  sim::ScriptedFault g;
+  g.at_ns = w.clock().NowNs();
+  g.kind = sim::FaultKind::kGidChange;
+  g.target.kind = sim::TargetKind::kDevice;
+  g.target.host = 0;
+  g.target.device = "sim0";
+  if (!w.fabric().Inject(g).ok()) return "inject gid";
+  w.RunUntil([&] { return EndpointOn(w, 0, 1) == nullptr; }, 10'000'000);
+  if (EndpointOn(w, 0, 1) != nullptr) return "host 0 did not drop its side";
+  const uint64_t t0 = w.clock().NowNs();
+  Fill(w, 1, 160 * 1024, 16 * 1024, 62);
+  auto [st2, id2] =
+      Run1(w, 1, MakeReq(w, 1, *seg10, OpKind::kWrite, 160 * 1024, 200 * 1024, 16 * 1024));
+  const uint64_t took = w.clock().NowNs() - t0;
+  const uint64_t retry_budget = (uint64_t{c.qp_retry_cnt} + 1) * 4096 * (uint64_t{1} << 8);
+  const uint64_t bound = c.handshake_timeout_ns * c.handshake_retries + retry_budget;
+  std::printf("C6 one-sided teardown: resumed after %llu ns (bound %llu)\n",
+              static_cast<unsigned long long>(took), static_cast<unsigned long long>(bound));
+  if (st2 != TaskStatus::kCompleted || !Holds(w, 0, 200 * 1024, 16 * 1024, 62))
+    return absl::StrCat("after one-sided teardown: ", std::string(TaskStatusName(st2)));
+  if (took > bound) return absl::StrCat("resumed after ", took, " ns > bound ", bound);
+  return Finish(w);
+}
+
+TEST(EngineContracts, C6ErrorReconnectDuplicateStaleAndOneSidedTeardown) {
+  for (uint64_t s = 1; s <= 5; ++s) ASSERT_EQ(C6(s, base::Mutations()), "") << "seed " << s;
+}
+
+TEST(EngineContracts, C6MutationAcceptStaleFails) {
+  if (!base::Mutations::kCompiledIn) GTEST_SKIP();
+#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
+  base::Mutations m;
+  m.Enable(base::Mutation::kEngineC6AcceptStale);
+  const std::string r = C6(1, m);
+  EXPECT_NE(r.find("stale REQ"), std::string::npos) << r;
+#endif
+}
+
+// ---------------------------------------------------------------- C8
+std::string C8(const base::Mutations& m) {
+  TwoEngines w(1, sim::NetPlan{}, m, BaseConfig());
+  auto seg = w.Open(0, 1);
+  if (!seg.ok()) return "open";
+  EngineImpl& e = *w.host(0).engine;
+  auto batch = e.AllocateBatch(2);
+  if (!batch.ok()) return "batch";
+  const Request good = MakeReq(w, 0, *seg, OpKind::kWrite, 0, 0, 4096);
+  struct Bad {
+    const char* what;
+    Request r;
+    absl::StatusCode code;
+  };
+  std::vector<Bad> bad;
+  Request r = good;
+  r.length_bytes = 0;
+  bad.push_back({"zero length", r, absl::StatusCode::kInvalidArgument});
+  r = good;
+  r.length_bytes = BaseConfig().request_bytes_max + 1;
+  bad.push_back({"oversized", r, absl::StatusCode::kInvalidArgument});
+  r = good;
+  r.opcode = static_cast<OpKind>(7);
+  bad.push_back({"opcode", r, absl::StatusCode::kInvalidArgument});
+  r = good;
+  r.local_addr = 0x1000;
+  bad.push_back({"unregistered local", r, absl::StatusCode::kFailedPrecondition});
+  r = good;
+  r.local_addr = reinterpret_cast<uint64_t>(w.host(0).buf.data()) + kBufBytes - 100;
+  bad.push_back({"local out of range", r, absl::StatusCode::kOutOfRange});
+  r = good;
+  r.segment = SegmentHandle{999};
+  bad.push_back({"unknown peer", r, absl::StatusCode::kNotFound});
+  r = good;
+  r.remote_addr = reinterpret_cast<uint64_t>(w.host(1).buf.data()) + kBufBytes - 100;
+  bad.push_back({"remote out of range", r, absl::StatusCode::kOutOfRange});
+  for (const Bad& b : bad) {
+    // The bad request after a good one: nothing may be enqueued.
+    SubmitResult sr = e.Submit(*batch, std::vector<Request>{good, b.r});
+    if (sr.status.ok()) return absl::StrCat(b.what, ": accepted");
+    if (sr.per_request.size() != 2 || !sr.per_request[0].ok() || sr.per_request[1].code() != b.code)
+      return absl::StrCat(b.what, ": per-request statuses wrong: ",
+                          sr.per_request.size() > 1 ? sr.per_request[1].ToString() : "none");
+    if (e.GetBatchStatus(*batch)->tasks != 0) return absl::StrCat(b.what, ": something enqueued");
+  }
+  // Full batch: 3 requests into a batch of 2.
+  SubmitResult full = e.Submit(*batch, std::vector<Request>{good, good, good});
+  if (full.status.ok() || full.per_request.size() != 3 ||
+      full.per_request[2].code() != absl::StatusCode::kResourceExhausted)
+    return "full batch not refused";
+  if (e.GetBatchStatus(*batch)->tasks != 0) return "full batch: something enqueued";
+  // Hostile handshake bytes: rejected by the listener, no endpoint touched.
+  const uint64_t rejected0 = e.listener().rejected();
+  const size_t rec0 = w.host(0).obs->records().size();
+  std::vector<uint8_t> junk(100, 0xab);
+  (void)w.host(1).net->Send(w.host(0).addr, junk);
+  HandshakeMessage forged;  // a REQ claiming to come from another host
+  forged.type = HandshakeType::kReq;
+  forged.incarnation = 5;
+  forged.generation = 9;
+  forged.src_nic_path = "h9:1000@sim0";
+  forged.dst_nic = "sim0";
+  forged.qps = {HandshakeQp{5, 1}, HandshakeQp{6, 2}};
+  (void)w.host(1).net->Send(w.host(0).addr, *EncodeHandshake(forged));
+  w.RunUntil([] { return false; }, 2'000'000);
+  if (e.listener().rejected() != rejected0 + 2) return "hostile messages not rejected";
+  if (w.host(0).obs->records().size() != rec0) return "hostile messages reached an owner";
+  // FreeBatch / UnregisterMemory while a task is pending.
+  SubmitResult ok = w.Submit(0, *batch, {good});
+  if (!ok.status.ok()) return "good submit";
+  if (e.FreeBatch(*batch).code() != absl::StatusCode::kFailedPrecondition)
+    return "FreeBatch of a pending task not refused";
+  if (e.UnregisterMemory(w.host(0).buf.data()).code() != absl::StatusCode::kFailedPrecondition)
+    return "UnregisterMemory under a pending task not refused";
+  w.RunUntil([&] { return IsTerminal(*e.GetTaskStatus(ok.tasks[0])); }, 1'000'000'000);
+  if (!e.FreeBatch(*batch).ok()) return "FreeBatch after completion";
+  // Config breaking an invariant is rejected at construction.
+  EngineConfig bc = BaseConfig();
+  bc.qp_timeout_exp = 0;
+  EngineEnv env{w.host(0).verbs.get(), w.host(0).net.get(), &w.clock(), w.host(0).entropy.get()};
+  if (EngineImpl::Create(bc, env, nullptr, nullptr).ok()) return "qp_timeout_exp 0 accepted";
+  bc = BaseConfig();
+  bc.cqe_limit = 16;
+  if (EngineImpl::Create(bc, env, nullptr, nullptr).ok()) return "cqe_limit too small accepted";
+  return Finish(w);
+}
+
+TEST(EngineContracts, C8BadInputGetsItsErrorAndChangesNothing) {
+  EXPECT_EQ(C8(base::Mutations()), "");
+}
+
+TEST(EngineContracts, C8MutationSkipValidationFails) {
+  if (!base::Mutations::kCompiledIn) GTEST_SKIP();
+#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
+  base::Mutations m;
+  m.Enable(base::Mutation::kEngineC8SkipValidation);
+  const std::string r = C8(m);
+  EXPECT_NE(r.find("something enqueued"), std::string::npos) << r;
+#endif
+}
+
+// ---------------------------------------------------------------- C5
+// A dead peer (h2: answers the descriptor fetch, then never the handshake)
+// keeps a handshake pending on the same owner and CQ as live traffic to
+// host 1: the owner keeps polling; the longest gap between its polls while
+// WRs are outstanding is reported and bounded.
+std::string DeadPeer(uint64_t seed, const base::Mutations& m, uint64_t* gap_ns) {
+  EngineConfig c = BaseConfig();
+  c.workers = 1;  // one owner, one CQ per context
+  c.handshake_timeout_ns = 2'000'000;
+  c.handshake_retries = 10;
+  TwoEngines w(seed, sim::NetPlan{}, m, c);
+  auto seg = w.Open(0, 1);
+  if (!seg.ok()) return "open";
+  auto dead = w.net().Bind("h2:1000");
+  if (!dead.ok()) return "bind h2";
+  EngineImpl& e = *w.host(0).engine;
+  auto tok = e.OpenSegmentAsync("h2:1000");
+  if (!tok.ok()) return "open h2";
+  std::optional<SegmentHandle> seg2;
+  w.RunUntil(
+      [&] {
+        auto msg = (*dead)->Poll(0);
+        if (msg.ok() && msg->has_value() && IsDescriptorMessage((*msg)->bytes)) {
+          auto d = DecodeDesc((*msg)->bytes);
+          if (d.ok() && d->type == DescType::kReq) {
+            DescMessage rep;
+            rep.type = DescType::kRep;
+            rep.token = d->token;
+            rep.descriptor.address = "h2:1000";
+            rep.descriptor.incarnation = 3;
+            rep.descriptor.version = 1;
+            rep.descriptor.devices.push_back(DeviceDescriptor{"sim0", {}, 0});
+            rep.descriptor.buffers.push_back(BufferDescriptor{0x10000, 1 << 20, {42}});
+            (void)(*dead)->Send((*msg)->from, EncodeDesc(rep));
+          }
+        }
+        auto p = e.PollOpenSegment(*tok);
+        if (p.ok() && p->has_value()) seg2 = **p;
+        return seg2.has_value() || !p.ok();
+      },
+      100'000'000);
+  if (!seg2) return "no descriptor from h2";
+  auto bd = e.AllocateBatch(1);
+  Request rd;
+  rd.opcode = OpKind::kWrite;
+  rd.local_addr = reinterpret_cast<uint64_t>(w.host(0).buf.data()) + 800 * 1024;
+  rd.length_bytes = 4096;
+  rd.segment = *seg2;
+  rd.remote_addr = 0x10000;
+  SubmitResult sd = w.Submit(0, *bd, {rd});
+  if (!sd.status.ok()) return "submit to dead peer";
+  // Live traffic on the same owner and CQ while the REQ to h2 goes unanswered.
+  for (int i = 0; i < 8; ++i) {
+    Fill(w, 0, 64 * 1024, 64 * 1024, 70 + i);
+    auto [st, id] =
+        Run1(w, 0, MakeReq(w, 0, *seg, OpKind::kWrite, 64 * 1024, 64 * 1024, 64 * 1024));
+    if (st != TaskStatus::kCompleted || !Holds(w, 1, 64 * 1024, 64 * 1024, 70 + i))
+      return absl::StrCat("live transfer ", i, " ended ", std::string(TaskStatusName(st)));
+  }
+  if (IsTerminal(*e.GetTaskStatus(sd.tasks[0]))) return "dead-peer task ended too early";
+  if (Find(w.host(0).obs->records(), "req_sent", "sim0|h2:1000@sim0") < 0)
+    return "no REQ to the dead peer";
+  *gap_ns = e.workers()[0]->stats().max_poll_gap_ns;
+  // Let the dead peer's handshake and task time out, then shut down.
+  w.RunUntil([&] { return IsTerminal(*e.GetTaskStatus(sd.tasks[0])); }, 3'000'000'000);
+  return Finish(w);
+}
+
+TEST(EngineContracts, C5DeadPeerHandshakeNeverStopsPolling) {
+  uint64_t worst = 0;
+  for (uint64_t s = 1; s <= 5; ++s) {
+    uint64_t gap = 0;
+    ASSERT_EQ(DeadPeer(s, base::Mutations(), &gap), "") << "seed " << s;
+    worst = std::max(worst, gap);
+  }
+  std::printf("C5 dead peer: longest gap between the owner's polls with WRs outstanding: %llu ns\n",
+              static_cast<unsigned long long>(worst));
+  // A worker step is 500 ns of virtual time; other actors interleave. The
+  // handshake wait (2 ms per attempt) must never show up as a poll gap.
+  EXPECT_LT(worst, 200'000u);
+}
+
+}  // namespace
+}  // namespace ferry::engine::testing
