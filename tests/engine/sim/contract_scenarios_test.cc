@@ -314,6 +314,83 @@ TEST(EngineContracts, C2MutationTimeoutSpillsFails) {
 #endif
 }
 
+// ---------------------------------------------------------------- C3
+// A stale sweep entry retires nothing. One QP of depth 1: slice 0 of task A
+// is posted and its CQE comes 4 ms late; meanwhile host 0's port goes down
+// (PORT_ERR pauses the rail), so slice 1 stays queued. At A's deadline the
+// entry of slice 0 names a WR that is no longer on the QP's FIFO: nothing
+// is retired; slice 1 is withdrawn and A publishes TIMEOUT. The endpoint
+// stays READY.
+std::string C3(uint64_t seed, const base::Mutations& m) {
+  EngineConfig c = BaseConfig();
+  c.qps_per_endpoint = 1;
+  c.wr_depth = 1;
+  c.slice_timeout_ns = 8'000'000;
+  sim::FabricConfig fc = TwoEngines::MakeFabricConfig();
+  fc.late_cqe_max_ns = 4'000'000;
+  TwoEngines w(seed, sim::NetPlan{}, m, c, fc);
+  auto seg = w.Open(0, 1);
+  if (!seg.ok()) return "open";
+  if (Run1(w, 0, MakeReq(w, 0, *seg, OpKind::kWrite, 0, 0, 16 * 1024)).first !=
+      TaskStatus::kCompleted)
+    return "warm-up";
+  const Endpoint* ep = EndpointOn(w, 0, 1);
+  if (ep == nullptr) return "no endpoint";
+  const uint32_t gen = ep->generation();
+  if (!w.fabric()
+           .Inject(QpFault(sim::FaultKind::kLateCqe, w.clock().NowNs(), 0, ep->qpns()[0]))
+           .ok())
+    return "inject";
+  const size_t from = w.host(0).obs->records().size();
+  auto batch = w.host(0).engine->AllocateBatch(1);
+  SubmitResult a =
+      w.Submit(0, *batch, {MakeReq(w, 0, *seg, OpKind::kWrite, 64 * 1024, 64 * 1024, 32 * 1024)});
+  if (!a.status.ok()) return "submit";
+  auto task = w.host(0).engine->TaskOf(a.tasks[0]);
+  w.RunUntil([&] { return task->slice(0).Load().state == SliceState::kPosted; }, 1'000'000);
+  w.RunUntil([] { return false; }, 100'000);  // the WRITE executes; its CQE waits
+  if (!w.fabric().SetLinkUp(0, "sim0", false).ok()) return "link down";
+  EngineImpl& e = *w.host(0).engine;
+  w.RunUntil([&] { return IsTerminal(*e.GetTaskStatus(a.tasks[0])); }, 50'000'000);
+  const TaskStatus st = *e.GetTaskStatus(a.tasks[0]);
+  const auto& r = w.host(0).obs->records();
+  const std::string k = KeyOf(w, 1);
+  if (st != TaskStatus::kTimeout) return absl::StrCat("A ended ", std::string(TaskStatusName(st)));
+  if (task->slice(0).Load().outcome != SliceOutcome::kSuccess ||
+      task->slice(1).Load().state != SliceState::kWithdrawn)
+    return "not the stale-entry situation (slice 1 was posted before the rail paused)";
+  if (Find(r, "timeout_retire", k, from) >= 0 || Find(r, "ep_retire", k, from) >= 0)
+    return "a stale sweep entry retired an endpoint";
+  const int64_t t = Find(r, "timeout", k, from), stale = Find(r, "stale_entry", k, from);
+  if (!(t >= 0 && stale > t)) return absl::StrCat("order timeout=", t, " stale_entry=", stale);
+  const Endpoint* after = EndpointOn(w, 0, 1);
+  if (after == nullptr || after->generation() != gen || after->state() != EndpointState::kReady)
+    return "the endpoint did not stay READY";
+  if (!w.fabric().SetLinkUp(0, "sim0", true).ok()) return "link up";
+  // PORT_ACTIVE rebuilds the endpoint after the RTR-may-fail window; a
+  // transfer then succeeds.
+  Fill(w, 0, 128 * 1024, 16 * 1024, 33);
+  if (Run1(w, 0, MakeReq(w, 0, *seg, OpKind::kWrite, 128 * 1024, 128 * 1024, 16 * 1024)).first !=
+          TaskStatus::kCompleted ||
+      !Holds(w, 1, 128 * 1024, 16 * 1024, 33))
+    return "no transfer after the port came back";
+  return Finish(w);
+}
+
+TEST(EngineContracts, C3StaleSweepEntryRetiresNothing) {
+  for (uint64_t s = 1; s <= 5; ++s) ASSERT_EQ(C3(s, base::Mutations()), "") << "seed " << s;
+}
+
+TEST(EngineContracts, C3MutationNoStaleCheckFails) {
+  if (!base::Mutations::kCompiledIn) GTEST_SKIP();
+#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
+  base::Mutations m;
+  m.Enable(base::Mutation::kEngineC3NoStaleCheck);
+  const std::string r = C3(1, m);
+  EXPECT_NE(r.find("stale sweep entry retired"), std::string::npos) << r;
+#endif
+}
+
 // ---------------------------------------------------------------- C4
 // rxe profile; the endpoint's QPs hang with WRs posted, the first destroy
 // of each fails: the quota stays held (the oracle checks present +
