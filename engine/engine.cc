@@ -566,8 +566,9 @@ absl::Status Engine::FreeBatch(BatchId batch) { return impl_->FreeBatch(batch); 
 absl::Status Engine::Shutdown(uint64_t timeout_ns) {
   impl_->BeginShutdown();
   const uint64_t end = impl_->env().clock->NowNs() + timeout_ns;
-  while (!impl_->WorkersDrained() && impl_->env().clock->NowNs() < end) engine::RuntimeYield();
-  const bool drained = impl_->WorkersDrained();
+  while (!engine::RuntimeWorkersDrained(impl_.get()) && impl_->env().clock->NowNs() < end)
+    engine::RuntimeYield();
+  const bool drained = engine::RuntimeWorkersDrained(impl_.get());
   engine::StopThreadedRuntime(impl_.get());
   if (!drained) return absl::DeadlineExceededError("shutdown: endpoints still retiring");
   return impl_->FinishShutdown();

@@ -1,29 +1,61 @@
 // engine/runtime_threads.cc: threads blocking on the workers' wait sets
-// (see runtime_threads.h).
+// (see runtime_threads.h for what must stay true).
 #include "engine/runtime_threads.h"
 
 #include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <ctime>
 
-#include "absl/time/time.h"
+#include "base/check.h"
 #include "engine/engine_impl.h"
 
 namespace ferry::engine {
 
 namespace {
-constexpr uint64_t kIdleWaitMaxNs = 10'000'000;  // re-check shutdown at least this often
-constexpr uint64_t kPollWaitNs = 20'000;         // WRs outstanding, no channel fds
+// Completion events taken from one channel per wake (bounded loop).
+constexpr int kChannelEventsPerWakeMax = 64;
+// Messages / events handled per listener or async step.
+constexpr size_t kListenerBatch = 64;
+constexpr size_t kAsyncBatch = 64;
+
+timespec ToTimespec(uint64_t ns) {
+  timespec ts;
+  ts.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
+  ts.tv_nsec = static_cast<long>(ns % 1'000'000'000);
+  return ts;
+}
+
+// Drains a non-blocking eventfd; returns whether anything was read.
+bool DrainEventFd(int fd) {
+  uint64_t v = 0;
+  return ::read(fd, &v, sizeof v) == static_cast<ssize_t>(sizeof v);
+}
 }  // namespace
 
 ThreadedRuntime::ThreadedRuntime(EngineImpl* engine) : engine_(engine) {
-  for (size_t i = 0; i < engine_->workers().size(); ++i) slots_.push_back(std::make_unique<Slot>());
+  FERRY_CHECK(engine_ != nullptr);
+  for (size_t i = 0; i < engine_->workers().size(); ++i) {
+    auto s = std::make_unique<Slot>();
+    s->event_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    FERRY_CHECK_GE(s->event_fd, 0);
+    slots_.push_back(std::move(s));
+  }
 }
 
-ThreadedRuntime::~ThreadedRuntime() { Stop(); }
+ThreadedRuntime::~ThreadedRuntime() {
+  Stop();
+  for (auto& s : slots_) ::close(s->event_fd);
+}
 
 void ThreadedRuntime::Start() {
+  absl::MutexLock l(&mu_);
+  FERRY_CHECK(!started_.load());
+  started_.store(true);
   engine_->set_wake([this](uint32_t w) { Wake(w); });
   for (uint32_t w = 0; w < slots_.size(); ++w) threads_.emplace_back([this, w] { WorkerLoop(w); });
   threads_.emplace_back([this] { ListenerLoop(); });
@@ -31,72 +63,120 @@ void ThreadedRuntime::Start() {
 }
 
 void ThreadedRuntime::Stop() {
-  if (stop_.exchange(true)) return;
-  for (uint32_t w = 0; w < slots_.size(); ++w) Wake(w);
-  for (std::thread& t : threads_) t.join();
-  threads_.clear();
-  engine_->set_wake(nullptr);
+  std::vector<std::thread> joining;
+  {
+    absl::MutexLock l(&mu_);
+    if (stop_.exchange(true)) return;
+    joining.swap(threads_);
+  }
+  for (uint32_t w = 0; w < slots_.size(); ++w) {
+    // Direct write: Wake() is a no-op once stop_ is set.
+    const uint64_t one = 1;
+    (void)!::write(slots_[w]->event_fd, &one, sizeof one);
+  }
+  for (std::thread& t : joining) t.join();
+  // The engine's wake hook keeps pointing here: this object lives as long
+  // as the engine (EngineImpl::threaded_runtime), and Wake is a no-op now.
 }
 
 void ThreadedRuntime::Wake(uint32_t w) {
+  FERRY_CHECK_LT(w, slots_.size());
+  if (stop_.load()) return;
   Slot& s = *slots_[w];
-  absl::MutexLock l(&s.mu);
-  s.woken = true;
-  s.cv.Signal();
+  if (s.pending.exchange(true)) return;  // an unconsumed wake is already written
+  const uint64_t one = 1;
+  (void)!::write(s.event_fd, &one, sizeof one);
+  stats_.wakes_written.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool ThreadedRuntime::WorkersDrained() const {
+  for (const auto& s : slots_)
+    if (!s->drained.load()) return false;
+  return true;
+}
+
+void ThreadedRuntime::WaitOn(Slot& s, std::vector<int>& fds, uint64_t wait_ns) {
+  std::vector<pollfd> p;
+  p.reserve(fds.size() + 1);
+  p.push_back(pollfd{s.event_fd, POLLIN, 0});
+  for (int fd : fds) p.push_back(pollfd{fd, POLLIN, 0});
+  const timespec ts = ToTimespec(std::min(wait_ns, kIdleWaitMaxNs));
+  stats_.worker_waits.fetch_add(1, std::memory_order_relaxed);
+  (void)::ppoll(p.data(), p.size(), &ts, nullptr);
 }
 
 void ThreadedRuntime::WorkerLoop(uint32_t w) {
   Worker& worker = *engine_->workers()[w];
+  Slot& s = *slots_[w];
   hal::Clock* clock = engine_->env().clock;
   hal::Verbs* verbs = engine_->env().verbs;
+  std::vector<int> fds;
+  std::vector<hal::CompChannelHandle> fd_channels;
   while (!stop_.load()) {
+    // Consume the wake before draining the inbox (no lost wakeup).
+    if (s.pending.exchange(false)) (void)DrainEventFd(s.event_fd);
     const WaitSet ws = worker.Step();
+    stats_.worker_steps.fetch_add(1, std::memory_order_relaxed);
+    s.drained.store(worker.ShutDown());
     if (ws.work_now) continue;
     uint64_t wait_ns = kIdleWaitMaxNs;
     if (ws.deadline_ns) {
       const uint64_t now = clock->NowNs();
       wait_ns = std::min(wait_ns, *ws.deadline_ns > now ? *ws.deadline_ns - now : 0);
     }
+    fds.clear();
+    fd_channels.clear();
     if (ws.poll_now) {
-      // Block on the CQ channels when the backend has fds, else a short wait.
-      std::vector<pollfd> fds;
       for (hal::CompChannelHandle ch : ws.channels) {
+        if (!ch.valid()) continue;
         auto fd = verbs->CompChannelFd(ch);
-        if (fd.ok()) fds.push_back(pollfd{*fd, POLLIN, 0});
+        if (!fd.ok()) continue;
+        fds.push_back(*fd);
+        fd_channels.push_back(ch);
       }
-      if (!fds.empty()) {
-        (void)::poll(fds.data(), fds.size(),
-                     static_cast<int>(std::min<uint64_t>(wait_ns / 1'000'000, 10)));
-        for (hal::CompChannelHandle ch : ws.channels) {
-          for (int k = 0; k < 64; ++k) {  // drain and re-arm
-            auto cq = verbs->GetCqEvent(ch);
-            if (!cq.ok()) break;
-            verbs->AckCqEvents(*cq, 1);
-            (void)verbs->ReqNotifyCq(*cq, false);
-          }
-        }
-        continue;
-      }
-      wait_ns = std::min(wait_ns, kPollWaitNs);
+      // No fds (simulated RNIC): completions are seen by polling, soon.
+      if (fds.empty()) wait_ns = std::min(wait_ns, kPollWaitNs);
     }
-    Slot& s = *slots_[w];
-    absl::MutexLock l(&s.mu);
-    if (!s.woken && worker.InboxSize() == 0)
-      s.cv.WaitWithTimeout(&s.mu, absl::Nanoseconds(static_cast<int64_t>(wait_ns)));
-    s.woken = false;
+    if (wait_ns > 0) WaitOn(s, fds, wait_ns);
+    for (hal::CompChannelHandle ch : fd_channels) {
+      for (int k = 0; k < kChannelEventsPerWakeMax; ++k) {  // take, ack, re-arm
+        auto cq = verbs->GetCqEvent(ch);
+        if (!cq.ok()) break;
+        verbs->AckCqEvents(*cq, 1);
+        (void)verbs->ReqNotifyCq(*cq, false);
+        stats_.channel_events.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
   }
 }
 
 void ThreadedRuntime::ListenerLoop() {
   while (!stop_.load()) {
-    if (engine_->listener().Step(64) == 0)
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    const size_t n = engine_->listener().Step(kListenerBatch);
+    stats_.listener_messages.fetch_add(n, std::memory_order_relaxed);
+    if (n == 0) std::this_thread::sleep_for(std::chrono::nanoseconds(kListenerWaitNs));
   }
 }
 
 void ThreadedRuntime::AsyncLoop() {
+  hal::Verbs* verbs = engine_->env().verbs;
+  std::vector<pollfd> p;
   while (!stop_.load()) {
-    if (engine_->async().Step(64) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const size_t n = engine_->async().Step(kAsyncBatch);
+    stats_.async_events.fetch_add(n, std::memory_order_relaxed);
+    if (n > 0) continue;
+    p.clear();
+    for (auto& c : engine_->contexts()) {
+      if (!c->enabled()) continue;
+      auto fd = verbs->AsyncEventFd(c->handle());
+      if (fd.ok()) p.push_back(pollfd{*fd, POLLIN, 0});
+    }
+    if (p.empty()) {
+      std::this_thread::sleep_for(std::chrono::nanoseconds(kAsyncWaitNs));
+    } else {
+      const timespec ts = ToTimespec(kIdleWaitMaxNs);
+      (void)::ppoll(p.data(), p.size(), &ts, nullptr);
+    }
   }
 }
 
@@ -108,6 +188,12 @@ void StartThreadedRuntime(EngineImpl* engine) {
 void StopThreadedRuntime(EngineImpl* engine) {
   if (engine == nullptr || engine->threaded_runtime == nullptr) return;
   engine->threaded_runtime->Stop();
+}
+
+bool RuntimeWorkersDrained(EngineImpl* engine) {
+  if (engine->threaded_runtime != nullptr && engine->threaded_runtime->running())
+    return engine->threaded_runtime->WorkersDrained();
+  return engine->WorkersDrained();
 }
 
 void RuntimeYield() { std::this_thread::sleep_for(std::chrono::microseconds(50)); }

@@ -1,12 +1,30 @@
 // engine/runtime_threads.h: the production runtime: one thread per worker,
 // one listener thread, one async-event thread. The only place in engine/
-// that creates threads or sleeps.
+// that creates threads, sleeps or blocks in the kernel (DESIGN.md section 4,
+// "Steps and runtimes").
 //
-// Thread safety: Start/Stop from the thread that owns the Engine; Wake from
-// any thread.
-// What must stay true: a worker thread blocks only on its wait set (its
-// inbox condition variable, its CQ channels, its next deadline); nothing
-// else wakes it and nothing else is waited on. Stop joins every thread.
+// Thread safety: Start/Stop from the thread that owns the Engine (Create,
+// Shutdown, the destructor); Wake and WorkersDrained from any thread.
+//
+// What must stay true:
+// - A worker thread blocks only on its wait set: its wake eventfd (written
+//   by Wake, i.e. after every push into its inbox), the completion-channel
+//   fds of its CQs when it has WRs outstanding (the backend gives fds; the
+//   simulated RNIC does not, then a short bounded wait replaces them), and
+//   its next deadline. A wait never exceeds kIdleWaitMaxNs, so a stop
+//   request is seen within that bound even if a wakeup were lost.
+// - No lost wakeup: Wake sets the worker's `pending` flag and writes the
+//   eventfd when the flag was clear; the worker clears the flag and drains
+//   the eventfd *before* Step drains the inbox, so a push after that point
+//   leaves the eventfd readable and the following poll returns at once.
+// - Every completion event taken from a channel is acknowledged at once and
+//   its CQ re-armed before the next Step polls it (no CQE can complete
+//   between the poll and the arm unseen).
+// - Worker state is touched only by its thread. What other threads need of
+//   it (is it drained?) is published by that thread in an atomic after
+//   each Step (`drained`), never read from the worker directly.
+// - Stop joins every thread; after Stop no runtime thread touches the
+//   engine. Wake after Stop is a no-op.
 #ifndef FERRY_ENGINE_RUNTIME_THREADS_H_
 #define FERRY_ENGINE_RUNTIME_THREADS_H_
 
@@ -23,37 +41,74 @@ namespace ferry {
 class EngineImpl;
 namespace engine {
 
+// Counters of the runtime (relaxed atomics; read from any thread).
+struct ThreadedRuntimeStats {
+  std::atomic<uint64_t> worker_steps{0};
+  std::atomic<uint64_t> worker_waits{0};    // times a worker blocked
+  std::atomic<uint64_t> channel_events{0};  // completion events taken
+  std::atomic<uint64_t> wakes_written{0};   // eventfd writes by Wake
+  std::atomic<uint64_t> listener_messages{0};
+  std::atomic<uint64_t> async_events{0};
+};
+
 class ThreadedRuntime {
  public:
+  // Most a worker, the listener or the async reader waits before it looks
+  // at the stop flag again.
+  static constexpr uint64_t kIdleWaitMaxNs = 10'000'000;
+  // Wait of a worker with WRs outstanding when the backend has no channel
+  // fds (the simulated RNIC), and of the listener between empty polls.
+  static constexpr uint64_t kPollWaitNs = 20'000;
+  static constexpr uint64_t kListenerWaitNs = 200'000;
+  static constexpr uint64_t kAsyncWaitNs = 1'000'000;
+
   explicit ThreadedRuntime(EngineImpl* engine);
   ~ThreadedRuntime();
   ThreadedRuntime(const ThreadedRuntime&) = delete;
   ThreadedRuntime& operator=(const ThreadedRuntime&) = delete;
 
+  // Installs the engine's wake hook and starts workers + 2 threads. Once.
   void Start();
-  void Stop();  // idempotent; joins every thread
-  void Wake(uint32_t worker);
+  // Idempotent; joins every thread.
+  void Stop();
+  // Any thread: worker `w` has a new inbox item.
+  void Wake(uint32_t w);
+  // Any thread: every worker thread reported, after its last Step, that
+  // its worker shut down (Worker::ShutDown() evaluated on the owner).
+  bool WorkersDrained() const;
+  bool running() const { return started_.load() && !stop_.load(); }
+  const ThreadedRuntimeStats& stats() const { return stats_; }
 
  private:
   struct Slot {
-    absl::Mutex mu;
-    absl::CondVar cv;
-    bool woken ABSL_GUARDED_BY(mu) = false;
+    int event_fd = -1;                 // wake eventfd (non-blocking)
+    std::atomic<bool> pending{false};  // a wake was written and not consumed
+    std::atomic<bool> drained{false};  // Worker::ShutDown() after the last Step
   };
   void WorkerLoop(uint32_t w);
   void ListenerLoop();
   void AsyncLoop();
+  // Blocks up to wait_ns on the slot's eventfd and `fds` (appended after
+  // it). Returns after the first readable fd or the timeout.
+  void WaitOn(Slot& s, std::vector<int>& fds, uint64_t wait_ns);
 
   EngineImpl* const engine_;
+  std::vector<std::unique_ptr<Slot>> slots_;  // fixed after construction
+  std::atomic<bool> started_{false};
   std::atomic<bool> stop_{false};
-  std::vector<std::unique_ptr<Slot>> slots_;
-  std::vector<std::thread> threads_;
+  ThreadedRuntimeStats stats_;
+  absl::Mutex mu_;  // Start/Stop may come from different user threads
+  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
 };
 
 // Creates and starts the runtime of `engine` (engine->threaded_runtime).
 void StartThreadedRuntime(EngineImpl* engine);
 // Stops it if one runs (null engine: no-op).
 void StopThreadedRuntime(EngineImpl* engine);
+// Whether every worker shut down: from the runtime's published flags when a
+// threaded runtime runs the engine (the worker objects belong to their
+// threads), else from the workers themselves (sim, single-threaded).
+bool RuntimeWorkersDrained(EngineImpl* engine);
 // What a blocking helper does between two polls of the non-blocking core.
 void RuntimeYield();
 

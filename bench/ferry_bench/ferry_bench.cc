@@ -1,0 +1,695 @@
+// bench/ferry_bench/ferry_bench.cc: ferry-bench, transfers between two
+// engines (DESIGN.md section 9; issue 4 item 9), sweeping block size, batch
+// size and threads; prints GB/s and p50/p99/p999 batch latency per point,
+// a progress line on stderr, and with --verify checks every byte.
+//
+// Modes:
+//   --mode sim   one process, two engines (hosts h0 and h1) on the simulated
+//                RNIC and control network, run by the sim runtime
+//                (engine/runtime_sim.h) under the deterministic scheduler.
+//                Prints its seed and plan first; GB/s in virtual time and in
+//                wall-clock time; latency in virtual time. "threads" are
+//                concurrent submit streams (the sim world has no threads).
+//   --mode real  one role per process on real RNICs (libibverbs, TCP control
+//                network, the threaded production runtime):
+//                  ferry-bench --mode real --role target --listen HOST:PORT --device mlx5_0
+//                  ferry-bench --mode real --role initiator --listen HOST:PORT
+//                              --peer TARGETHOST:PORT --device mlx5_0
+//                The target maps its buffer at a fixed address
+//                (kRealTargetBase) so the initiator knows where to point
+//                without a side channel (the public API has no call that
+//                lists a peer segment's buffers).
+//
+// What must stay true: a point's bytes count only COMPLETED tasks; any
+// other terminal status or a byte mismatch is reported and makes the exit
+// code 1; every loop is bounded by the point's byte target or wall budget.
+// The target's buffer holds a read half (fixed pattern, READ points verify
+// against it) and a write half (WRITE points write it and, with --verify,
+// read it back into a scratch area of the initiator and compare).
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cinttypes>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "engine/engine_impl.h"
+#include "engine/runtime_sim.h"
+#include "ferry/engine.h"
+#include "hal/os/os_entropy.h"
+#include "hal/os/steady_clock.h"
+#include "hal/tcp/tcp_control_net.h"
+#include "sim/net/sim_network.h"
+#include "sim/prng.h"
+#include "sim/rnic/fabric.h"
+#include "sim/scheduler.h"
+#include "sim/virtual_clock.h"
+#ifdef FERRY_HAVE_IBVERBS
+#include "hal/ibverbs/ibverbs.h"
+#endif
+
+namespace ferry::bench {
+namespace {
+
+constexpr uint64_t kRealTargetBase = 0x600000000000ull;
+constexpr size_t kPointsMax = 4096;
+
+uint64_t WallNs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+// ------------------------------------------------------------------ options
+struct Options {
+  std::string mode = "sim";
+  std::string role;
+  std::string listen;
+  std::string peer;
+  std::string device;
+  uint64_t seed = 42;
+  std::vector<uint64_t> block_bytes = {4096, 65536, 1 << 20};
+  std::vector<uint64_t> batch_sizes = {1, 16};
+  std::vector<uint64_t> threads = {1, 4};
+  std::string op = "write";  // write | read | both
+  uint64_t point_bytes = 64ull << 20;
+  uint64_t point_ms = 1500;  // wall budget per point
+  bool verify = false;
+  EngineConfig config;
+  uint64_t serve_s = 0;  // target: 0 = until killed
+};
+
+void Usage() {
+  std::fprintf(stderr,
+               "usage: ferry-bench [--mode sim|real] [--seed N] [--block 4096,65536]\n"
+               "         [--batch 1,16] [--threads 1,4] [--op write|read|both]\n"
+               "         [--point_mib N] [--point_ms N] [--verify] [--workers N] [--qps N]\n"
+               "         [--wr_depth N] [--slice_kib N]\n"
+               "       real mode: --role target|initiator --listen HOST:PORT --device NAME\n"
+               "         [--peer HOST:PORT (initiator)] [--serve_s N (target)]\n");
+}
+
+bool ParseList(absl::string_view s, std::vector<uint64_t>* out) {
+  out->clear();
+  for (absl::string_view p : absl::StrSplit(s, ',')) {
+    uint64_t v = 0;
+    if (!absl::SimpleAtoi(p, &v) || v == 0) return false;
+    out->push_back(v);
+  }
+  return !out->empty();
+}
+
+std::optional<Options> Parse(int argc, char** argv) {
+  Options o;
+  o.config.workers = 2;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    std::string v;
+    if (size_t eq = a.find('='); eq != std::string::npos) {
+      v = a.substr(eq + 1);
+      a = a.substr(0, eq);
+    } else if (a != "--verify" && a != "--help" && i + 1 < argc) {
+      v = argv[++i];
+    }
+    uint64_t n = 0;
+    const bool num = absl::SimpleAtoi(v, &n);
+    if (a == "--help") return std::nullopt;
+    if (a == "--verify") {
+      o.verify = true;
+    } else if (a == "--mode") {
+      o.mode = v;
+    } else if (a == "--role") {
+      o.role = v;
+    } else if (a == "--listen") {
+      o.listen = v;
+    } else if (a == "--peer") {
+      o.peer = v;
+    } else if (a == "--device") {
+      o.device = v;
+    } else if (a == "--op") {
+      o.op = v;
+    } else if (a == "--seed" && num) {
+      o.seed = n;
+    } else if (a == "--block" && ParseList(v, &o.block_bytes)) {
+    } else if (a == "--batch" && ParseList(v, &o.batch_sizes)) {
+    } else if (a == "--threads" && ParseList(v, &o.threads)) {
+    } else if (a == "--point_mib" && num && n > 0) {
+      o.point_bytes = n << 20;
+    } else if (a == "--point_ms" && num && n > 0) {
+      o.point_ms = n;
+    } else if (a == "--serve_s" && num) {
+      o.serve_s = n;
+    } else if (a == "--workers" && num) {
+      o.config.workers = static_cast<uint32_t>(n);
+    } else if (a == "--qps" && num) {
+      o.config.qps_per_endpoint = static_cast<uint32_t>(n);
+    } else if (a == "--wr_depth" && num) {
+      o.config.wr_depth = static_cast<uint32_t>(n);
+    } else if (a == "--slice_kib" && num && n > 0) {
+      o.config.slice_size_bytes = n * 1024;
+    } else {
+      std::fprintf(stderr, "ferry-bench: bad argument '%s'\n", argv[i]);
+      return std::nullopt;
+    }
+  }
+  if (o.op != "write" && o.op != "read" && o.op != "both") return std::nullopt;
+  if (o.mode != "sim" && o.mode != "real") return std::nullopt;
+  return o;
+}
+
+// ------------------------------------------------------------------ plan
+struct Point {
+  OpKind op;
+  uint64_t block;
+  uint64_t batch;
+  uint64_t threads;
+};
+
+std::vector<Point> Plan(const Options& o) {
+  std::vector<Point> pts;
+  std::vector<OpKind> ops;
+  if (o.op != "read") ops.push_back(OpKind::kWrite);
+  if (o.op != "write") ops.push_back(OpKind::kRead);
+  for (OpKind op : ops)
+    for (uint64_t bl : o.block_bytes)
+      for (uint64_t ba : o.batch_sizes)
+        for (uint64_t th : o.threads)
+          if (pts.size() < kPointsMax) pts.push_back(Point{op, bl, ba, th});
+  return pts;
+}
+
+uint64_t Max(const std::vector<uint64_t>& v) { return *std::max_element(v.begin(), v.end()); }
+
+// Bytes of each half of the target buffer and of the initiator buffer's
+// data area (the initiator has a second, scratch area of the same size).
+uint64_t AreaBytes(const Options& o) {
+  return Max(o.block_bytes) * Max(o.batch_sizes) * Max(o.threads);
+}
+
+uint8_t ReadPattern(uint64_t off) { return static_cast<uint8_t>((off * 31) ^ (off >> 11)); }
+uint8_t WritePattern(uint64_t salt, uint64_t off) {
+  return static_cast<uint8_t>((off * 7) + salt * 13 + (off >> 13));
+}
+
+// ------------------------------------------------------------------ streams
+// Where a point's streams read and write.
+struct Layout {
+  uint8_t* local = nullptr;    // initiator data area
+  uint8_t* scratch = nullptr;  // initiator read-back area
+  uint64_t remote_read = 0;    // target read half (peer address)
+  uint64_t remote_write = 0;   // target write half (peer address)
+  SegmentHandle segment;
+};
+
+struct Shared {
+  std::atomic<uint64_t> bytes{0};
+  std::atomic<uint64_t> batches{0};
+  std::atomic<uint64_t> failures{0};
+  std::atomic<uint64_t> verify_errors{0};
+  std::atomic<bool> stop{false};  // budget reached
+};
+
+// One submit stream: keeps one batch in flight. Tick() never blocks; it
+// returns true once the stream is finished (point budget reached).
+template <typename E>
+class Stream {
+ public:
+  Stream(E* engine, const Point& p, const Layout& lay, uint32_t index, bool verify, Shared* shared,
+         uint64_t point_bytes, std::function<uint64_t()> now)
+      : e_(engine),
+        p_(p),
+        lay_(lay),
+        index_(index),
+        verify_(verify),
+        shared_(shared),
+        point_bytes_(point_bytes),
+        now_(std::move(now)) {}
+
+  // Never blocks. A finished batch is followed by the next submit in the
+  // same call, so the engine never idles between two batches of a stream
+  // (in the sim an idle gap would let virtual time jump to a timer).
+  bool Tick() {
+    if (phase_ != Phase::kIdle) {
+      auto st = e_->GetBatchStatus(batch_);
+      if (!st.ok() || st->overall == TaskStatus::kPending) return false;
+      const bool main = phase_ == Phase::kMain;
+      const bool ok = st->overall == TaskStatus::kCompleted;
+      if (!ok) {
+        shared_->failures.fetch_add(1);
+        std::fprintf(stderr, "\nferry-bench: batch ended %s\n",
+                     std::string(TaskStatusName(st->overall)).c_str());
+      } else if (main) {
+        latencies_ns.push_back(now_() - t0_);
+        shared_->bytes.fetch_add(p_.block * p_.batch);
+        shared_->batches.fetch_add(1);
+        if (verify_ && p_.op == OpKind::kRead) CheckRead();
+      } else {
+        CheckReadback();
+      }
+      (void)e_->FreeBatch(batch_);
+      phase_ = Phase::kIdle;
+      if (main && ok && verify_ && p_.op == OpKind::kWrite) return !Start(true);
+    }
+    if (shared_->stop.load() || shared_->bytes.load() >= point_bytes_) return true;
+    return !Start(false);
+  }
+
+  std::vector<uint64_t> latencies_ns;
+
+ private:
+  enum class Phase { kIdle, kMain, kReadback };
+  uint64_t Off(uint64_t i) const { return (uint64_t{index_} * p_.batch + i) * p_.block; }
+
+  // Submits the next batch (or the read-back of the last WRITE batch).
+  bool Start(bool readback) {
+    auto b = e_->AllocateBatch(static_cast<uint32_t>(p_.batch));
+    if (!b.ok()) {
+      shared_->failures.fetch_add(1);
+      return false;
+    }
+    ++iteration_;
+    std::vector<Request> reqs(p_.batch);
+    for (uint64_t i = 0; i < p_.batch; ++i) {
+      Request& r = reqs[i];
+      r.segment = lay_.segment;
+      r.length_bytes = p_.block;
+      if (readback) {
+        r.opcode = OpKind::kRead;
+        r.local_addr = reinterpret_cast<uint64_t>(lay_.scratch + Off(i));
+        r.remote_addr = lay_.remote_write + Off(i);
+        std::memset(lay_.scratch + Off(i), 0, p_.block);
+      } else if (p_.op == OpKind::kWrite) {
+        r.opcode = OpKind::kWrite;
+        r.local_addr = reinterpret_cast<uint64_t>(lay_.local + Off(i));
+        r.remote_addr = lay_.remote_write + Off(i);
+        if (verify_)
+          for (uint64_t k = 0; k < p_.block; ++k)
+            lay_.local[Off(i) + k] = WritePattern(iteration_, k);
+      } else {
+        r.opcode = OpKind::kRead;
+        r.local_addr = reinterpret_cast<uint64_t>(lay_.local + Off(i));
+        r.remote_addr = lay_.remote_read + Off(i);
+        if (verify_) std::memset(lay_.local + Off(i), 0, p_.block);
+      }
+    }
+    SubmitResult sr = e_->Submit(*b, reqs);
+    if (!sr.status.ok()) {
+      std::fprintf(stderr, "\nferry-bench: submit: %s\n", sr.status.ToString().c_str());
+      shared_->failures.fetch_add(1);
+      (void)e_->FreeBatch(*b);
+      return false;
+    }
+    batch_ = *b;
+    t0_ = now_();
+    phase_ = readback ? Phase::kReadback : Phase::kMain;
+    return true;
+  }
+
+  void CheckRead() {
+    for (uint64_t i = 0; i < p_.batch; ++i)
+      for (uint64_t k = 0; k < p_.block; ++k)
+        if (lay_.local[Off(i) + k] != ReadPattern(Off(i) + k)) {
+          shared_->verify_errors.fetch_add(1);
+          return;
+        }
+  }
+  void CheckReadback() {
+    for (uint64_t i = 0; i < p_.batch; ++i)
+      if (std::memcmp(lay_.scratch + Off(i), lay_.local + Off(i), p_.block) != 0) {
+        shared_->verify_errors.fetch_add(1);
+        return;
+      }
+  }
+
+  E* e_;
+  Point p_;
+  Layout lay_;
+  uint32_t index_;
+  bool verify_;
+  Shared* shared_;
+  uint64_t point_bytes_;
+  std::function<uint64_t()> now_;
+  Phase phase_ = Phase::kIdle;
+  BatchId batch_;
+  uint64_t t0_ = 0;
+  uint64_t iteration_ = 0;
+};
+
+// ------------------------------------------------------------------ report
+struct PointResult {
+  uint64_t bytes = 0;
+  uint64_t batches = 0;
+  uint64_t failures = 0;
+  uint64_t verify_errors = 0;
+  uint64_t elapsed_ns = 0;  // the mode's time base (virtual in sim)
+  uint64_t wall_ns = 0;
+  std::vector<uint64_t> lat_ns;  // per batch, the mode's time base
+};
+
+uint64_t Quantile(std::vector<uint64_t>& v, uint64_t per_mille) {
+  if (v.empty()) return 0;
+  const size_t i = std::min(v.size() - 1, static_cast<size_t>((v.size() * per_mille) / 1000));
+  std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(i), v.end());
+  return v[i];
+}
+
+void PrintHeader(bool sim) {
+  std::printf("%-5s %8s %5s %7s %8s %10s %10s %9s %9s %9s %s\n", "op", "block", "batch", "threads",
+              "batches", sim ? "GB/s(virt)" : "GB/s", sim ? "GB/s(wall)" : "", "p50_us", "p99_us",
+              "p999_us", "status");
+}
+
+void PrintPoint(const Point& p, PointResult& r, bool sim) {
+  const double gbs = r.elapsed_ns ? static_cast<double>(r.bytes) / r.elapsed_ns : 0.0;
+  const double wall = r.wall_ns ? static_cast<double>(r.bytes) / r.wall_ns : 0.0;
+  std::vector<uint64_t>& l = r.lat_ns;
+  const double p50 = Quantile(l, 500) / 1e3, p99 = Quantile(l, 990) / 1e3,
+               p999 = Quantile(l, 999) / 1e3;
+  std::string status = "ok";
+  if (r.failures || r.verify_errors)
+    status = absl::StrCat("FAILED(", r.failures, " batches, ", r.verify_errors, " verify)");
+  std::printf("%-5s %8" PRIu64 " %5" PRIu64 " %7" PRIu64 " %8" PRIu64
+              " %10.2f %10s %9.1f %9.1f %9.1f %s\n",
+              std::string(OpKindName(p.op)).c_str(), p.block, p.batch, p.threads, r.batches, gbs,
+              sim ? absl::StrFormat("%.2f", wall).c_str() : "", p50, p99, p999, status.c_str());
+  std::fflush(stdout);
+}
+
+void Progress(size_t index, size_t total, const Point& p, const Shared& s, uint64_t point_bytes) {
+  std::fprintf(stderr,
+               "\r[%zu/%zu] %s block=%" PRIu64 " batch=%" PRIu64 " threads=%" PRIu64 " %3" PRIu64
+               "%% batches=%" PRIu64 "   ",
+               index + 1, total, std::string(OpKindName(p.op)).c_str(), p.block, p.batch, p.threads,
+               std::min<uint64_t>(100, s.bytes.load() * 100 / point_bytes), s.batches.load());
+}
+
+// ------------------------------------------------------------------ sim
+int RunSim(const Options& o) {
+  sim::VirtualClock clock;
+  sim::Prng root(o.seed);
+  sim::FabricConfig fc;
+  fc.hosts = 2;
+  sim::Fabric fabric(fc, root.Fork(), &clock, nullptr);
+  sim::SimNetwork net(root.Fork(), &clock, nullptr, sim::NetPlan{});
+  sim::Scheduler sched(root.Fork(), &clock, nullptr);
+  EngineConfig cfg = o.config;
+  cfg.devices = {"sim0"};
+  const std::vector<Point> plan = Plan(o);
+  std::printf("ferry-bench mode=sim seed=%" PRIu64 "\n", o.seed);
+  std::printf("plan: fabric %s, %" PRIu64 " Gb/s links, %" PRIu64 " ns latency (+%" PRIu64
+              " ns jitter); engines h0 (initiator) -> h1 (target), workers=%u qps/endpoint=%u "
+              "wr_depth=%u slice=%" PRIu64 " B\n",
+              fabric.Describe().c_str(), fc.link_gbps, fc.link_latency_ns, fc.link_jitter_ns,
+              cfg.workers, cfg.qps_per_endpoint, cfg.wr_depth, cfg.slice_size_bytes);
+  std::printf("sweep: op=%s block=[%s] batch=[%s] threads(streams)=[%s] point=%" PRIu64
+              " MiB or %" PRIu64 " ms wall, verify=%s; %zu points\n",
+              o.op.c_str(), absl::StrJoin(o.block_bytes, ",").c_str(),
+              absl::StrJoin(o.batch_sizes, ",").c_str(), absl::StrJoin(o.threads, ",").c_str(),
+              o.point_bytes >> 20, o.point_ms, o.verify ? "on" : "off", plan.size());
+  if (absl::Status s = cfg.Validate(); !s.ok()) {
+    std::fprintf(stderr, "ferry-bench: %s\n", s.ToString().c_str());
+    return 2;
+  }
+  const uint64_t area = AreaBytes(o);
+  struct Host {
+    std::string addr;
+    std::unique_ptr<hal::Verbs> verbs;
+    std::unique_ptr<sim::SimControlNet> ctl;
+    std::unique_ptr<engine::SimEntropy> entropy;
+    std::unique_ptr<EngineImpl> engine;
+    std::unique_ptr<engine::SimRuntime> rt;
+    std::vector<uint8_t> buf;
+  };
+  Host hosts[2];
+  sched.AddActor(&fabric);
+  sched.AddActor(&net);
+  for (uint32_t h = 0; h < 2; ++h) {
+    Host& hs = hosts[h];
+    hs.addr = absl::StrCat("h", h, ":1000");
+    hs.buf.assign(2 * area, 0);
+    auto ctl = net.Bind(hs.addr);
+    if (!ctl.ok()) return 2;
+    hs.ctl = std::move(*ctl);
+    hs.verbs = fabric.NewVerbs(h);
+    hs.entropy = std::make_unique<engine::SimEntropy>(root.Fork());
+    EngineEnv env{hs.verbs.get(), hs.ctl.get(), &clock, hs.entropy.get()};
+    auto e = EngineImpl::Create(cfg, env, nullptr, nullptr);
+    if (!e.ok()) {
+      std::fprintf(stderr, "ferry-bench: engine: %s\n", e.status().ToString().c_str());
+      return 2;
+    }
+    hs.engine = std::move(*e);
+    hs.rt = std::make_unique<engine::SimRuntime>(hs.engine.get(), &fabric, hs.ctl.get(), nullptr,
+                                                 1 + 100 * h, root.Fork());
+    hs.rt->AddTo(&sched);
+    if (absl::Status s = hs.engine->RegisterMemory(hs.buf.data(), hs.buf.size()); !s.ok()) {
+      std::fprintf(stderr, "ferry-bench: register: %s\n", s.ToString().c_str());
+      return 2;
+    }
+  }
+  sched.MakePlan(sim::PickMode::kUniform);
+  for (uint64_t k = 0; k < area; ++k) hosts[1].buf[k] = ReadPattern(k);
+  EngineImpl& init = *hosts[0].engine;
+  auto tok = init.OpenSegmentAsync(hosts[1].addr);
+  std::optional<SegmentHandle> seg;
+  absl::Status open_err;
+  sched.Run(
+      [&] {
+        auto p = init.PollOpenSegment(*tok);
+        if (!p.ok()) open_err = p.status();
+        if (p.ok()) seg = *p;
+        return !p.ok() || seg.has_value();
+      },
+      10'000'000, clock.NowNs() + 10'000'000'000);
+  if (!seg) {
+    std::fprintf(stderr, "ferry-bench: open segment: %s\n", open_err.ToString().c_str());
+    return 2;
+  }
+  Layout lay;
+  lay.local = hosts[0].buf.data();
+  lay.scratch = hosts[0].buf.data() + area;
+  lay.remote_read = reinterpret_cast<uint64_t>(hosts[1].buf.data());
+  lay.remote_write = lay.remote_read + area;
+  lay.segment = *seg;
+
+  PrintHeader(true);
+  int rc = 0;
+  for (size_t pi = 0; pi < plan.size(); ++pi) {
+    const Point& p = plan[pi];
+    Shared shared;
+    std::vector<std::unique_ptr<Stream<EngineImpl>>> streams;
+    for (uint32_t s = 0; s < p.threads; ++s)
+      streams.push_back(std::make_unique<Stream<EngineImpl>>(
+          &init, p, lay, s, o.verify, &shared, o.point_bytes, [&clock] { return clock.NowNs(); }));
+    std::vector<bool> finished(p.threads, false);
+    const uint64_t v0 = clock.NowNs(), w0 = WallNs();
+    uint64_t next_progress = w0;
+    uint64_t checks = 0;
+    sim::RunResult rr = sched.Run(
+        [&] {
+          bool all = true;
+          for (size_t s = 0; s < streams.size(); ++s) {
+            if (!finished[s]) finished[s] = streams[s]->Tick();
+            all = all && finished[s];
+          }
+          if ((++checks & 1023) == 0) {
+            const uint64_t w = WallNs();
+            if (w - w0 > o.point_ms * 1'000'000) shared.stop.store(true);
+            if (w >= next_progress) {
+              Progress(pi, plan.size(), p, shared, o.point_bytes);
+              next_progress = w + 200'000'000;
+            }
+          }
+          return all;
+        },
+        ~uint64_t{0} >> 1, clock.NowNs() + 3'600'000'000'000);
+    PointResult r;
+    r.elapsed_ns = clock.NowNs() - v0;
+    r.wall_ns = WallNs() - w0;
+    r.bytes = shared.bytes.load();
+    r.batches = shared.batches.load();
+    r.failures = shared.failures.load();
+    r.verify_errors = shared.verify_errors.load();
+    if (rr.outcome != sim::RunOutcome::kDone) {
+      std::fprintf(stderr, "\nferry-bench: point stopped: %s %s\n",
+                   std::string(sim::RunOutcomeName(rr.outcome)).c_str(), rr.detail.c_str());
+      ++r.failures;
+    }
+    for (auto& s : streams)
+      r.lat_ns.insert(r.lat_ns.end(), s->latencies_ns.begin(), s->latencies_ns.end());
+    std::fprintf(stderr, "\r%100s\r", "");
+    PrintPoint(p, r, true);
+    if (r.failures || r.verify_errors) rc = 1;
+  }
+  // Orderly shutdown and leak check (C9).
+  for (Host& hs : hosts) hs.engine->BeginShutdown();
+  sched.Run([&] { return hosts[0].engine->WorkersDrained() && hosts[1].engine->WorkersDrained(); },
+            50'000'000, clock.NowNs() + 60'000'000'000);
+  uint64_t live = 0;
+  for (Host& hs : hosts) {
+    hs.rt->Stop();
+    (void)hs.engine->FinishShutdown();
+    live += hs.engine->ledger().LiveTotal();
+  }
+  for (auto k : {sim::ObjectKind::kContext, sim::ObjectKind::kPd, sim::ObjectKind::kMr,
+                 sim::ObjectKind::kCompChannel, sim::ObjectKind::kCq, sim::ObjectKind::kQp})
+    live += fabric.LiveCount(k);
+  std::printf("shutdown: %s; fabric: %" PRIu64 " WRs posted, %" PRIu64
+              " CQEs; virtual time %.3f s\n",
+              live == 0 ? "no verbs object left" : "LEAK (verbs objects left)",
+              fabric.stats().wrs_posted, fabric.stats().cqes_written, clock.NowNs() / 1e9);
+  if (live != 0 || !fabric.violations().empty()) rc = 1;
+  return rc;
+}
+
+// ------------------------------------------------------------------ real
+std::atomic<bool> g_interrupted{false};  // signal flag (bench binary only)
+void OnSignal(int) { g_interrupted.store(true); }
+
+int RunReal(const Options& o) {
+#ifndef FERRY_HAVE_IBVERBS
+  (void)o;
+  std::fprintf(stderr, "ferry-bench: built without libibverbs (-Dverbs=disabled)\n");
+  return 2;
+#else
+  if ((o.role != "target" && o.role != "initiator") || o.listen.empty() ||
+      (o.role == "initiator" && o.peer.empty())) {
+    Usage();
+    return 2;
+  }
+  auto ctl = hal::TcpControlNet::Create(o.listen);
+  if (!ctl.ok()) {
+    std::fprintf(stderr, "ferry-bench: listen %s: %s\n", o.listen.c_str(),
+                 ctl.status().ToString().c_str());
+    return 2;
+  }
+  std::unique_ptr<hal::Verbs> verbs = hal::NewIbverbsVerbs();
+  hal::SteadyClock clock;
+  hal::OsEntropy entropy;
+  EngineConfig cfg = o.config;
+  if (!o.device.empty()) cfg.devices = {o.device};
+  EngineEnv env{verbs.get(), ctl->get(), &clock, &entropy};
+  auto eng = Engine::Create(cfg, env);
+  if (!eng.ok()) {
+    std::fprintf(stderr, "ferry-bench: engine: %s\n", eng.status().ToString().c_str());
+    return 2;
+  }
+  Engine& e = **eng;
+  const uint64_t area = AreaBytes(o);
+  const bool target = o.role == "target";
+  void* mem =
+      target
+          ? ::mmap(reinterpret_cast<void*>(kRealTargetBase), 2 * area, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0)
+          : ::mmap(nullptr, 2 * area, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED || (target && reinterpret_cast<uint64_t>(mem) != kRealTargetBase)) {
+    std::fprintf(stderr, "ferry-bench: cannot map the %s buffer\n", o.role.c_str());
+    return 2;
+  }
+  uint8_t* buf = static_cast<uint8_t*>(mem);
+  if (absl::Status s = e.RegisterMemory(buf, 2 * area); !s.ok()) {
+    std::fprintf(stderr, "ferry-bench: register: %s\n", s.ToString().c_str());
+    return 2;
+  }
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  if (target) {
+    for (uint64_t k = 0; k < area; ++k) buf[k] = ReadPattern(k);
+    std::printf("ferry-bench target: listening on %s, buffer 0x%" PRIx64 " (%" PRIu64
+                " bytes); Ctrl-C to stop\n",
+                (*ctl)->LocalAddress().c_str(), kRealTargetBase, 2 * area);
+    std::fflush(stdout);
+    const uint64_t end = WallNs() + o.serve_s * 1'000'000'000;
+    while (!g_interrupted.load() && (o.serve_s == 0 || WallNs() < end))
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    absl::Status s = e.Shutdown(cfg.drain_timeout_ns);
+    std::printf("target shutdown: %s\n", s.ToString().c_str());
+    return s.ok() ? 0 : 1;
+  }
+  auto seg = e.OpenSegment(o.peer, 10'000'000'000);
+  if (!seg.ok()) {
+    std::fprintf(stderr, "ferry-bench: open %s: %s\n", o.peer.c_str(),
+                 seg.status().ToString().c_str());
+    return 2;
+  }
+  Layout lay;
+  lay.local = buf;
+  lay.scratch = buf + area;
+  lay.remote_read = kRealTargetBase;
+  lay.remote_write = kRealTargetBase + area;
+  lay.segment = *seg;
+  const std::vector<Point> plan = Plan(o);
+  std::printf("ferry-bench mode=real initiator %s -> %s device=%s; %zu points\n",
+              (*ctl)->LocalAddress().c_str(), o.peer.c_str(), o.device.c_str(), plan.size());
+  PrintHeader(false);
+  int rc = 0;
+  for (size_t pi = 0; pi < plan.size() && !g_interrupted.load(); ++pi) {
+    const Point& p = plan[pi];
+    Shared shared;
+    std::vector<std::unique_ptr<Stream<Engine>>> streams;
+    for (uint32_t s = 0; s < p.threads; ++s)
+      streams.push_back(std::make_unique<Stream<Engine>>(&e, p, lay, s, o.verify, &shared,
+                                                         o.point_bytes, [] { return WallNs(); }));
+    const uint64_t w0 = WallNs();
+    std::vector<std::thread> th;
+    for (auto& s : streams)
+      th.emplace_back([&s, &shared] {
+        while (!s->Tick()) {
+          if (g_interrupted.load()) shared.stop.store(true);
+          std::this_thread::yield();
+        }
+      });
+    while (true) {
+      bool done = shared.stop.load() || shared.bytes.load() >= o.point_bytes;
+      if (WallNs() - w0 > o.point_ms * 1'000'000) shared.stop.store(true);
+      Progress(pi, plan.size(), p, shared, o.point_bytes);
+      if (done) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    for (auto& t : th) t.join();
+    PointResult r;
+    r.elapsed_ns = r.wall_ns = WallNs() - w0;
+    r.bytes = shared.bytes.load();
+    r.batches = shared.batches.load();
+    r.failures = shared.failures.load();
+    r.verify_errors = shared.verify_errors.load();
+    for (auto& s : streams)
+      r.lat_ns.insert(r.lat_ns.end(), s->latencies_ns.begin(), s->latencies_ns.end());
+    std::fprintf(stderr, "\r%100s\r", "");
+    PrintPoint(p, r, false);
+    if (r.failures || r.verify_errors) rc = 1;
+  }
+  absl::Status s = e.Shutdown(cfg.drain_timeout_ns);
+  std::printf("initiator shutdown: %s\n", s.ToString().c_str());
+  return s.ok() ? rc : 1;
+#endif
+}
+
+}  // namespace
+}  // namespace ferry::bench
+
+int main(int argc, char** argv) {
+  auto o = ferry::bench::Parse(argc, argv);
+  if (!o) {
+    ferry::bench::Usage();
+    return 2;
+  }
+  return o->mode == "sim" ? ferry::bench::RunSim(*o) : ferry::bench::RunReal(*o);
+}

@@ -1,0 +1,296 @@
+// tests/engine/threaded/locked_world.h: the single-threaded simulated world
+// (sim::Fabric, sim::SimNetwork, sim::VirtualClock) made usable by the
+// production runtime's threads, for the threaded stress test.
+//
+// Owns: one world mutex and decorators of the four ports that take it
+// around every call (LockedVerbs, LockedControlNet, LockedClock,
+// LockedEntropy), and a pump thread (WorldPump) that steps the fabric and
+// the control network under the same mutex.
+//
+// Thread safety: every decorator method and the pump may run on any thread
+// at any time; the world is only ever touched with the world mutex held, so
+// the fabric and the network stay single-threaded as they require
+// (sim/rnic/fabric.h, sim/net/sim_network.h).
+//
+// Time (what must stay true): virtual time advances only in the pump, and
+// only "tied to progress": when the fabric or the network has an event, the
+// pump processes every event due now or jumps the clock to the earliest
+// one; when neither has any, it advances the clock by idle_tick_ns and
+// sleeps idle_sleep_ns of real time, so engine timers (handshake resends,
+// deadlines) still fire, slowly, while nothing is in flight. The clock
+// never decreases. DMA bytes are copied by the pump with the mutex held;
+// the engine learns of them by a poll under the same mutex, so a task
+// published COMPLETED happens-after its bytes landed (TSan sees the chain).
+#ifndef FERRY_TESTS_ENGINE_THREADED_LOCKED_WORLD_H_
+#define FERRY_TESTS_ENGINE_THREADED_LOCKED_WORLD_H_
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "hal/clock.h"
+#include "hal/control_net.h"
+#include "hal/entropy.h"
+#include "hal/verbs.h"
+#include "sim/net/sim_network.h"
+#include "sim/prng.h"
+#include "sim/rnic/fabric.h"
+#include "sim/virtual_clock.h"
+
+namespace ferry::engine::testing {
+
+// hal::Verbs decorator: every call holds the world mutex.
+class LockedVerbs final : public hal::Verbs {
+ public:
+  LockedVerbs(absl::Mutex* mu, std::unique_ptr<hal::Verbs> inner)
+      : mu_(mu), inner_(std::move(inner)) {}
+
+#define FERRY_LOCKED_(call) \
+  absl::MutexLock l(mu_);   \
+  return inner_->call
+
+  absl::StatusOr<std::vector<hal::DeviceInfo>> ListDevices() override {
+    FERRY_LOCKED_(ListDevices());
+  }
+  absl::StatusOr<hal::ContextHandle> OpenDevice(std::string_view name) override {
+    FERRY_LOCKED_(OpenDevice(name));
+  }
+  absl::Status CloseDevice(hal::ContextHandle ctx) override { FERRY_LOCKED_(CloseDevice(ctx)); }
+  absl::StatusOr<hal::DeviceAttr> QueryDevice(hal::ContextHandle ctx) override {
+    FERRY_LOCKED_(QueryDevice(ctx));
+  }
+  absl::StatusOr<hal::PortAttr> QueryPort(hal::ContextHandle ctx, uint8_t port) override {
+    FERRY_LOCKED_(QueryPort(ctx, port));
+  }
+  absl::StatusOr<hal::Gid> QueryGid(hal::ContextHandle ctx, uint8_t port, int index) override {
+    FERRY_LOCKED_(QueryGid(ctx, port, index));
+  }
+  absl::StatusOr<hal::PdHandle> AllocPd(hal::ContextHandle ctx) override {
+    FERRY_LOCKED_(AllocPd(ctx));
+  }
+  absl::Status DeallocPd(hal::PdHandle pd) override { FERRY_LOCKED_(DeallocPd(pd)); }
+  absl::StatusOr<hal::MrInfo> RegMr(hal::PdHandle pd, void* addr, size_t length,
+                                    uint32_t access) override {
+    FERRY_LOCKED_(RegMr(pd, addr, length, access));
+  }
+  absl::Status DeregMr(hal::MrHandle mr) override { FERRY_LOCKED_(DeregMr(mr)); }
+  absl::StatusOr<hal::CompChannelHandle> CreateCompChannel(hal::ContextHandle ctx) override {
+    FERRY_LOCKED_(CreateCompChannel(ctx));
+  }
+  absl::Status DestroyCompChannel(hal::CompChannelHandle ch) override {
+    FERRY_LOCKED_(DestroyCompChannel(ch));
+  }
+  absl::StatusOr<hal::CqHandle> GetCqEvent(hal::CompChannelHandle ch) override {
+    FERRY_LOCKED_(GetCqEvent(ch));
+  }
+  void AckCqEvents(hal::CqHandle cq, uint32_t count) override {
+    FERRY_LOCKED_(AckCqEvents(cq, count));
+  }
+  absl::StatusOr<hal::CqInfo> CreateCq(hal::ContextHandle ctx, uint32_t cqe,
+                                       hal::CompChannelHandle ch) override {
+    FERRY_LOCKED_(CreateCq(ctx, cqe, ch));
+  }
+  absl::Status DestroyCq(hal::CqHandle cq) override { FERRY_LOCKED_(DestroyCq(cq)); }
+  absl::StatusOr<uint32_t> PollCq(hal::CqHandle cq, absl::Span<hal::WorkCompletion> out) override {
+    FERRY_LOCKED_(PollCq(cq, out));
+  }
+  absl::Status ReqNotifyCq(hal::CqHandle cq, bool solicited_only) override {
+    FERRY_LOCKED_(ReqNotifyCq(cq, solicited_only));
+  }
+  absl::StatusOr<hal::QpInfo> CreateQp(hal::PdHandle pd, const hal::QpInitAttr& init) override {
+    FERRY_LOCKED_(CreateQp(pd, init));
+  }
+  absl::Status ModifyQp(hal::QpHandle qp, const hal::QpAttr& attr, uint32_t mask) override {
+    FERRY_LOCKED_(ModifyQp(qp, attr, mask));
+  }
+  absl::StatusOr<hal::QpAttr> QueryQp(hal::QpHandle qp) override { FERRY_LOCKED_(QueryQp(qp)); }
+  absl::Status DestroyQp(hal::QpHandle qp) override { FERRY_LOCKED_(DestroyQp(qp)); }
+  hal::PostResult PostSend(hal::QpHandle qp, absl::Span<const hal::SendWr> chain) override {
+    FERRY_LOCKED_(PostSend(qp, chain));
+  }
+  absl::StatusOr<hal::AsyncEvent> GetAsyncEvent(hal::ContextHandle ctx) override {
+    FERRY_LOCKED_(GetAsyncEvent(ctx));
+  }
+  void AckAsyncEvent(const hal::AsyncEvent& event) override { FERRY_LOCKED_(AckAsyncEvent(event)); }
+  absl::StatusOr<int> CompChannelFd(hal::CompChannelHandle ch) override {
+    FERRY_LOCKED_(CompChannelFd(ch));
+  }
+  absl::StatusOr<int> AsyncEventFd(hal::ContextHandle ctx) override {
+    FERRY_LOCKED_(AsyncEventFd(ctx));
+  }
+#undef FERRY_LOCKED_
+
+ private:
+  absl::Mutex* const mu_;
+  const std::unique_ptr<hal::Verbs> inner_;  // used only with *mu_ held
+};
+
+// hal::ControlNet decorator over a sim::SimControlNet.
+class LockedControlNet final : public hal::ControlNet {
+ public:
+  LockedControlNet(absl::Mutex* mu, std::unique_ptr<sim::SimControlNet> inner)
+      : mu_(mu), inner_(std::move(inner)), address_(inner_->LocalAddress()) {}
+  ~LockedControlNet() override {
+    absl::MutexLock l(mu_);
+    inner_.reset();
+  }
+  std::string LocalAddress() const override { return address_; }
+  absl::Status Send(std::string_view peer, absl::Span<const uint8_t> bytes) override {
+    absl::MutexLock l(mu_);
+    return inner_->Send(peer, bytes);
+  }
+  absl::StatusOr<std::optional<hal::Message>> Poll(uint64_t timeout_ns) override {
+    (void)timeout_ns;  // the sim never waits; the listener thread re-polls
+    absl::MutexLock l(mu_);
+    return inner_->Poll(0);
+  }
+
+ private:
+  absl::Mutex* const mu_;
+  std::unique_ptr<sim::SimControlNet> inner_;
+  const std::string address_;
+};
+
+class LockedClock final : public hal::Clock {
+ public:
+  LockedClock(absl::Mutex* mu, sim::VirtualClock* inner) : mu_(mu), inner_(inner) {}
+  uint64_t NowNs() override {
+    absl::MutexLock l(mu_);
+    return inner_->NowNs();
+  }
+
+ private:
+  absl::Mutex* const mu_;
+  sim::VirtualClock* const inner_;
+};
+
+class LockedEntropy final : public hal::Entropy {
+ public:
+  explicit LockedEntropy(sim::Prng prng) : prng_(std::move(prng)) {}
+  uint64_t Next64() override {
+    absl::MutexLock l(&mu_);
+    return prng_.Next();
+  }
+
+ private:
+  absl::Mutex mu_;
+  sim::Prng prng_ ABSL_GUARDED_BY(mu_);
+};
+
+// The simulated world behind one mutex, and the pump thread stepping it.
+class LockedWorld {
+ public:
+  struct Options {
+    uint64_t idle_tick_ns = 10'000;      // virtual time per idle pump round
+    uint64_t idle_sleep_ns = 50'000;     // real time slept per idle round
+    uint32_t events_per_round_max = 64;  // bounded work per lock hold
+  };
+
+  LockedWorld(uint64_t seed, sim::FabricConfig fabric_config, Options options)
+      : options_(options),
+        root_(seed),
+        fabric_(std::move(fabric_config), root_.Fork(), &clock_),
+        net_(root_.Fork(), &clock_, nullptr, sim::NetPlan{}),
+        locked_clock_(&mu_, &clock_) {}
+
+  ~LockedWorld() { StopPump(); }
+
+  // Ports for host `h` (valid until the world is destroyed).
+  std::unique_ptr<hal::Verbs> NewVerbs(uint32_t h) {
+    absl::MutexLock l(&mu_);
+    return std::make_unique<LockedVerbs>(&mu_, fabric_.NewVerbs(h));
+  }
+  absl::StatusOr<std::unique_ptr<hal::ControlNet>> Bind(std::string_view address) {
+    std::unique_ptr<sim::SimControlNet> n;
+    {
+      absl::MutexLock l(&mu_);
+      auto b = net_.Bind(address);
+      if (!b.ok()) return b.status();
+      n = std::move(*b);
+    }
+    return std::unique_ptr<hal::ControlNet>(new LockedControlNet(&mu_, std::move(n)));
+  }
+  std::unique_ptr<hal::Entropy> NewEntropy() {
+    absl::MutexLock l(&mu_);
+    return std::make_unique<LockedEntropy>(root_.Fork());
+  }
+  hal::Clock* clock() { return &locked_clock_; }
+
+  void StartPump() {
+    stop_.store(false);
+    pump_ = std::thread([this] { PumpLoop(); });
+  }
+  void StopPump() {
+    if (!pump_.joinable()) return;
+    stop_.store(true);
+    pump_.join();
+  }
+  uint64_t pump_rounds() const { return rounds_.load(); }
+
+  // Runs `fn(fabric)` with the world mutex held (leak checks, stats).
+  template <typename Fn>
+  auto WithFabric(Fn fn) {
+    absl::MutexLock l(&mu_);
+    return fn(fabric_);
+  }
+
+ private:
+  // One round: process up to events_per_round_max due events of the
+  // fabric and the network, or jump to the earliest future one, or (both
+  // idle) tick. Returns true when the world was idle.
+  bool Round() {
+    absl::MutexLock l(&mu_);
+    for (uint32_t i = 0; i < options_.events_per_round_max; ++i) {
+      const uint64_t now = clock_.NowNs();
+      std::optional<uint64_t> next;
+      for (sim::Actor* a : {static_cast<sim::Actor*>(&fabric_), static_cast<sim::Actor*>(&net_)}) {
+        if (a->Runnable()) {
+          (void)a->Step();
+          next = now;
+        } else if (auto t = a->NextWakeNs(); t.has_value() && (!next || *t < *next)) {
+          next = t;
+        }
+      }
+      if (!next.has_value()) {
+        if (i == 0) {
+          clock_.Advance(options_.idle_tick_ns);
+          return true;
+        }
+        return false;
+      }
+      if (*next > now) clock_.AdvanceTo(*next);
+    }
+    return false;
+  }
+
+  void PumpLoop() {
+    while (!stop_.load()) {
+      rounds_.fetch_add(1, std::memory_order_relaxed);
+      if (Round()) std::this_thread::sleep_for(std::chrono::nanoseconds(options_.idle_sleep_ns));
+    }
+  }
+
+  const Options options_;
+  absl::Mutex mu_;
+  sim::VirtualClock clock_ ABSL_GUARDED_BY(mu_);
+  sim::Prng root_ ABSL_GUARDED_BY(mu_);
+  sim::Fabric fabric_ ABSL_GUARDED_BY(mu_);
+  sim::SimNetwork net_ ABSL_GUARDED_BY(mu_);
+  LockedClock locked_clock_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> rounds_{0};
+  std::thread pump_;
+};
+
+}  // namespace ferry::engine::testing
+
+#endif  // FERRY_TESTS_ENGINE_THREADED_LOCKED_WORLD_H_
