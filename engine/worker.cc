@@ -145,9 +145,11 @@ WaitSet Worker::Step(const PhaseOrder& order) {
     if (dq.empty() || Peek(key) != nullptr) continue;
     if (RailPaused(key.first) && !shutdown_) {
       consider(rails_[key.first].paused_until_ns);
-    } else {
+    } else if (StoreHasRoom(key.first) || shutdown_) {
       ws.work_now = true;
     }
+    // Else the store is full of busy endpoints: a CQE, a handshake timer
+    // or an inbox item changes that, and each wakes the worker.
   }
   for (const auto& ep : retiring_) {
     consider(ep->NextRetireNs());
@@ -346,6 +348,20 @@ absl::StatusOr<Endpoint*> Worker::NewEndpoint(const Key& key) {
     CheckZombies(v->cq());
   }
   return raw;
+}
+
+bool Worker::StoreHasRoom(uint32_t ctx) const {
+  const Store& st = *stores_[ctx];
+  if (st.size() < st.capacity()) return true;
+  // Full: an active open may evict only an idle endpoint (no posted WRs,
+  // no queued slices). Evicting a busy one for another busy key would let
+  // two keys evict each other forever.
+  bool idle = false;
+  st.ForEach([&](const EndpointKey& k, const std::unique_ptr<Endpoint>& ep, bool) {
+    auto it = pending_.find(Key{ep->context(), k.peer_nic_path});
+    idle = idle || (ep->Outstanding() == 0 && (it == pending_.end() || it->second.empty()));
+  });
+  return idle;
 }
 
 void Worker::Send(const std::string& to, const HandshakeMessage& m, std::vector<uint8_t>* keep) {
@@ -765,7 +781,7 @@ void Worker::PostAll() {
         }
         continue;
       }
-      if (RailPaused(key.first)) continue;
+      if (RailPaused(key.first) || !StoreHasRoom(key.first)) continue;
       auto made = NewEndpoint(key);
       if (!made.ok()) continue;  // retried next step; the task timeout bounds it
       SendReq(*made);

@@ -276,6 +276,9 @@ class Worker {
   Endpoint* Peek(const Key& key) const;
   Endpoint* Hit(const Key& key);
   std::vector<Endpoint*> LiveList() const;
+  // Room for an actively opened endpoint on context ctx: below capacity,
+  // or an idle endpoint to evict.
+  bool StoreHasRoom(uint32_t ctx) const;
   bool Mut(base::Mutation m) const { return env_->mutations != nullptr && env_->mutations->on(m); }
 
   const uint32_t id_;

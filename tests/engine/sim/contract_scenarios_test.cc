@@ -527,6 +527,7 @@ std::string C6(uint64_t seed, const base::Mutations& m) {
   w.RunUntil([&] { return EndpointOn(w, 0, 1) == nullptr; }, 10'000'000);
   if (EndpointOn(w, 0, 1) != nullptr) return "host 0 did not drop its side";
   const uint64_t t0 = w.clock().NowNs();
+  const uint64_t rail0 = OwnerOn(w, 1, 0).stats().rail_errors;
   Fill(w, 1, 160 * 1024, 16 * 1024, 62);
   auto [st2, id2] =
       Run1(w, 1, MakeReq(w, 1, *seg10, OpKind::kWrite, 160 * 1024, 200 * 1024, 16 * 1024));
@@ -538,6 +539,14 @@ std::string C6(uint64_t seed, const base::Mutations& m) {
   if (st2 != TaskStatus::kCompleted || !Holds(w, 0, 200 * 1024, 16 * 1024, 62))
     return absl::StrCat("after one-sided teardown: ", std::string(TaskStatusName(st2)));
   if (took > bound) return absl::StrCat("resumed after ", took, " ns > bound ", bound);
+  // RETRY_EXC_ERR toward the vanished QPs: retried on a fresh endpoint
+  // with budget (one retry), and the rail counted the failure once.
+  auto t2 = w.host(1).engine->TaskOf(id2);
+  if (t2->slice(0).retries_used != 1)
+    return absl::StrCat("retries_used ", t2->slice(0).retries_used, " (want 1)");
+  if (OwnerOn(w, 1, 0).stats().rail_errors != rail0 + 1)
+    return absl::StrCat("rail errors +", OwnerOn(w, 1, 0).stats().rail_errors - rail0,
+                        " (want +1: once per endpoint failure event)");
   return Finish(w);
 }
 
@@ -553,6 +562,90 @@ TEST(EngineContracts, C6MutationAcceptStaleFails) {
   const std::string r = C6(1, m);
   EXPECT_NE(r.find("stale REQ"), std::string::npos) << r;
 #endif
+}
+
+// CQ_ERR: the owner's CQ overruns (injected); its CQEs are lost, so every
+// endpoint on it retires and its QPs are destroyed (the only evidence); the
+// CQ is recreated and its ledger reset (ResetForRecreatedCq); the task's
+// WRs are reposted innocently on a fresh endpoint and it completes.
+std::string CqErr(uint64_t seed, const base::Mutations& m) {
+  EngineConfig c = BaseConfig();
+  c.workers = 1;
+  TwoEngines w(seed, sim::NetPlan{}, m, c);
+  auto seg = w.Open(0, 1);
+  if (!seg.ok()) return "open";
+  if (Run1(w, 0, MakeReq(w, 0, *seg, OpKind::kWrite, 0, 0, 16 * 1024)).first !=
+      TaskStatus::kCompleted)
+    return "warm-up";
+  sim::ScriptedFault f;
+  f.at_ns = w.clock().NowNs();
+  f.kind = sim::FaultKind::kCqOverrun;
+  f.target.kind = sim::TargetKind::kCq;
+  f.target.host = 0;
+  f.target.device = "sim0";
+  f.target.number = 1;
+  if (absl::Status s = w.fabric().Inject(f); !s.ok()) return "inject: " + s.ToString();
+  const size_t from = w.host(0).obs->records().size();
+  Fill(w, 0, 64 * 1024, 48 * 1024, 44);
+  auto [st, id] = Run1(w, 0, MakeReq(w, 0, *seg, OpKind::kWrite, 64 * 1024, 64 * 1024, 48 * 1024));
+  if (st != TaskStatus::kCompleted)
+    return absl::StrCat("task after CQ_ERR ended ", std::string(TaskStatusName(st)));
+  if (!Holds(w, 1, 64 * 1024, 48 * 1024, 44)) return "bytes after CQ_ERR";
+  const auto& r = w.host(0).obs->records();
+  const std::string k = KeyOf(w, 1);
+  const int64_t err = Find(r, "cq_err", "", from), ret = Find(r, "ep_retire", k, from),
+                d = Find(r, "qp_destroyed", k, from), rec = Find(r, "cq_recreated", "", from),
+                ready = Find(r, "ep_ready", k, from);
+  if (!(err >= 0 && ret > err && d > ret && rec > d && ready > rec))
+    return absl::StrCat("order cq_err=", err, " retire=", ret, " qp_destroyed=", d,
+                        " recreated=", rec, " ready=", ready);
+  if (w.host(0).engine->workers()[0]->QuotaUsed() != 0) return "quota not zero";
+  return Finish(w);
+}
+
+TEST(EngineContracts, CqErrRetiresRecreatesAndResumes) {
+  for (uint64_t s = 1; s <= 5; ++s) ASSERT_EQ(CqErr(s, base::Mutations()), "") << "seed " << s;
+}
+
+// Error classes: the peer deregisters its memory; a WRITE with the old rkey
+// gets REM_ACCESS_ERR: not retried (FAILED, no retry spent), the endpoint
+// retires, the rail is not penalised; a later transfer to re-registered
+// memory (descriptor fetched again) completes.
+std::string RemAccess(uint64_t seed, const base::Mutations& m) {
+  TwoEngines w(seed, sim::NetPlan{}, m, BaseConfig());
+  auto seg = w.Open(0, 1);
+  if (!seg.ok()) return "open";
+  if (Run1(w, 0, MakeReq(w, 0, *seg, OpKind::kWrite, 0, 0, 16 * 1024)).first !=
+      TaskStatus::kCompleted)
+    return "warm-up";
+  if (!w.host(1).engine->UnregisterMemory(w.host(1).buf.data()).ok()) return "unregister";
+  Worker& owner = OwnerOn(w, 0, 1);
+  const uint64_t rail_errors = owner.stats().rail_errors;
+  const size_t from = w.host(0).obs->records().size();
+  auto [st, id] = Run1(w, 0, MakeReq(w, 0, *seg, OpKind::kWrite, 64 * 1024, 64 * 1024, 16 * 1024));
+  if (st != TaskStatus::kFailed)
+    return absl::StrCat("stale rkey ended ", std::string(TaskStatusName(st)));
+  auto t = w.host(0).engine->TaskOf(id);
+  if (t->slice(0).retries_used != 0) return "REM_ACCESS_ERR was retried";
+  if (owner.stats().rail_errors != rail_errors) return "the rail was penalised";
+  const auto& r = w.host(0).obs->records();
+  const std::string k = KeyOf(w, 1);
+  const int64_t err = Find(r, "cqe_error", k, from), ret = Find(r, "ep_retire", k, from);
+  if (!(err >= 0 && ret > err)) return absl::StrCat("order cqe_error=", err, " retire=", ret);
+  if (!w.host(1).engine->RegisterMemory(w.host(1).buf.data(), w.host(1).buf.size()).ok())
+    return "re-register";
+  auto seg2 = w.Open(0, 1);
+  if (!seg2.ok()) return "reopen";
+  Fill(w, 0, 128 * 1024, 16 * 1024, 21);
+  if (Run1(w, 0, MakeReq(w, 0, *seg2, OpKind::kWrite, 128 * 1024, 128 * 1024, 16 * 1024)).first !=
+          TaskStatus::kCompleted ||
+      !Holds(w, 1, 128 * 1024, 16 * 1024, 21))
+    return "no transfer after re-registering";
+  return Finish(w);
+}
+
+TEST(EngineContracts, RemAccessErrNotRetriedRailNotPenalised) {
+  for (uint64_t s = 1; s <= 3; ++s) ASSERT_EQ(RemAccess(s, base::Mutations()), "") << "seed " << s;
 }
 
 // ---------------------------------------------------------------- C8
@@ -654,6 +747,95 @@ TEST(EngineContracts, C8MutationSkipValidationFails) {
   const std::string r = C8(m);
   EXPECT_NE(r.find("something enqueued"), std::string::npos) << r;
 #endif
+}
+
+// ---------------------------------------------------------------- C6 eviction
+// Store capacity 1 on host 0: a handshake toward a third peer (h2, which
+// answers only the descriptor fetch) evicts the idle READY endpoint to
+// host 1 (it retires; the key is free at once). Host 0 then writes to host 1
+// again: its first REQ (a higher generation) retires host 1's stale READY
+// endpoint and is served in the same exchange; bytes verify.
+std::optional<SegmentHandle> OpenFake(TwoEngines& w, sim::SimControlNet* dead, uint32_t from) {
+  EngineImpl& e = *w.host(from).engine;
+  auto tok = e.OpenSegmentAsync(dead->LocalAddress());
+  if (!tok.ok()) return std::nullopt;
+  std::optional<SegmentHandle> seg;
+  w.RunUntil(
+      [&] {
+        auto msg = dead->Poll(0);
+        if (msg.ok() && msg->has_value() && IsDescriptorMessage((*msg)->bytes)) {
+          auto d = DecodeDesc((*msg)->bytes);
+          if (d.ok() && d->type == DescType::kReq) {
+            DescMessage rep;
+            rep.type = DescType::kRep;
+            rep.token = d->token;
+            rep.descriptor.address = dead->LocalAddress();
+            rep.descriptor.incarnation = 3;
+            rep.descriptor.version = 1;
+            rep.descriptor.devices.push_back(DeviceDescriptor{"sim0", {}, 0});
+            rep.descriptor.buffers.push_back(BufferDescriptor{0x10000, 1 << 20, {42}});
+            (void)dead->Send((*msg)->from, EncodeDesc(rep));
+          }
+        }
+        auto p = e.PollOpenSegment(*tok);
+        if (p.ok() && p->has_value()) seg = **p;
+        return seg.has_value() || !p.ok();
+      },
+      100'000'000);
+  return seg;
+}
+
+std::string Eviction(uint64_t seed, const base::Mutations& m) {
+  EngineConfig c = BaseConfig();
+  c.workers = 1;
+  c.endpoint_store_capacity = 1;
+  c.slice_timeout_ns = 20'000'000;
+  TwoEngines w(seed, sim::NetPlan{}, m, c);
+  auto seg = w.Open(0, 1);
+  if (!seg.ok()) return "open";
+  if (Run1(w, 0, MakeReq(w, 0, *seg, OpKind::kWrite, 0, 0, 16 * 1024)).first !=
+      TaskStatus::kCompleted)
+    return "warm-up";
+  auto dead = w.net().Bind("h2:1000");
+  if (!dead.ok()) return "bind h2";
+  std::optional<SegmentHandle> seg2 = OpenFake(w, dead->get(), 0);
+  if (!seg2) return "no descriptor from h2";
+  const size_t a0 = w.host(0).obs->records().size();
+  const size_t b0 = w.host(1).obs->records().size();
+  auto bd = w.host(0).engine->AllocateBatch(1);
+  Request rd;
+  rd.opcode = OpKind::kWrite;
+  rd.local_addr = reinterpret_cast<uint64_t>(w.host(0).buf.data()) + 800 * 1024;
+  rd.length_bytes = 4096;
+  rd.segment = *seg2;
+  rd.remote_addr = 0x10000;
+  SubmitResult sd = w.Submit(0, *bd, {rd});
+  if (!sd.status.ok()) return "submit to h2";
+  const std::string k = KeyOf(w, 1);
+  w.RunUntil([&] { return Find(w.host(0).obs->records(), "ep_evict", k, a0) >= 0; }, 10'000'000);
+  if (Find(w.host(0).obs->records(), "ep_evict", k, a0) < 0) return "no eviction";
+  // The h2 task is canceled: its CONNECTING endpoint becomes idle, so the
+  // reconnect to host 1 can evict it at once.
+  if (!w.host(0).engine->Cancel(sd.tasks[0]).ok()) return "cancel";
+  Fill(w, 0, 64 * 1024, 32 * 1024, 12);
+  auto [st, id] = Run1(w, 0, MakeReq(w, 0, *seg, OpKind::kWrite, 64 * 1024, 64 * 1024, 32 * 1024));
+  if (st != TaskStatus::kCompleted || !Holds(w, 1, 64 * 1024, 32 * 1024, 12))
+    return absl::StrCat("after eviction: ", std::string(TaskStatusName(st)));
+  const auto& a = w.host(0).obs->records();
+  const auto& b = w.host(1).obs->records();
+  const std::string kb = KeyOf(w, 0);
+  if (int n = Count(a, "req_sent", k, a0); n != 1)
+    return absl::StrCat("reconnect after eviction took ", n, " REQs");
+  const int64_t recv = Find(b, "req_recv", kb, b0), retire = Find(b, "ep_retire", kb, b0),
+                rep = Find(b, "rep_sent", kb, b0), ready = Find(b, "ep_ready", kb, b0);
+  if (!(recv >= 0 && retire > recv && rep > retire && ready > rep))
+    return absl::StrCat("h1 order recv=", recv, " retire=", retire, " rep=", rep, " ready=", ready);
+  w.RunUntil([] { return false; }, 30'000'000);  // the h2 task times out
+  return Finish(w);
+}
+
+TEST(EngineContracts, C6EvictedPeerReconnectsAtOnce) {
+  for (uint64_t s = 1; s <= 5; ++s) ASSERT_EQ(Eviction(s, base::Mutations()), "") << "seed " << s;
 }
 
 // ---------------------------------------------------------------- C5
