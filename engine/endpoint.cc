@@ -57,17 +57,20 @@ Endpoint::Endpoint(hal::Verbs* verbs, const QpParams& params, uint32_t context,
       peer_path_(std::move(peer_path)),
       generation_(generation) {}
 
-absl::StatusOr<std::unique_ptr<Endpoint>> Endpoint::Create(hal::Verbs* verbs, HandleLedger* ledger,
-                                                           hal::Entropy* entropy,
-                                                           const QpParams& params, uint32_t qps,
-                                                           uint32_t context, std::string peer_path,
-                                                           uint32_t generation,
-                                                           uint64_t* next_qp_uid) {
+absl::StatusOr<std::unique_ptr<Endpoint>> Endpoint::Create(
+    hal::Verbs* verbs, HandleLedger* ledger, hal::Entropy* entropy, const QpParams& params,
+    uint32_t qps, uint32_t context, std::string peer_path, uint32_t generation,
+    uint64_t* next_qp_uid, std::unique_ptr<Endpoint>* leftover) {
   FERRY_CHECK_GE(qps, 1u);
   FERRY_CHECK_GT(generation, 0u);
+  FERRY_CHECK(leftover != nullptr);
   std::unique_ptr<Endpoint> ep(
       new Endpoint(verbs, params, context, std::move(peer_path), generation));
   ep->qps_.reserve(qps);
+  auto fail = [&](absl::Status s) -> absl::Status {
+    if (!ep->qps_.empty()) *leftover = std::move(ep);
+    return s;
+  };
   for (uint32_t i = 0; i < qps; ++i) {
     hal::QpInitAttr init;
     init.send_cq = params.cq;
@@ -75,13 +78,12 @@ absl::StatusOr<std::unique_ptr<Endpoint>> Endpoint::Create(hal::Verbs* verbs, Ha
     init.cap.max_send_wr = params.wr_depth;
     init.cap.max_recv_wr = 1;
     init.sq_sig_all = false;  // every WR is signalled explicitly
-    // On failure the QPs already created are destroyed by ~DataQp (each
-    // once, via OwnedQp): the composite frees what it created.
-    FERRY_ASSIGN_OR_RETURN(hal::QpInfo info, verbs->CreateQp(params.pd, init));
+    auto info = verbs->CreateQp(params.pd, init);
+    if (!info.ok()) return fail(info.status());
     DataQp dq;
-    dq.qp = OwnedQp(verbs, info.qp, ledger);
+    dq.qp = OwnedQp(verbs, info->qp, ledger);
     dq.uid = (*next_qp_uid)++;
-    dq.qpn = info.qp_num;
+    dq.qpn = info->qp_num;
     dq.sq_psn = static_cast<uint32_t>(entropy->Next64() & 0xffffffu);
     ep->qps_.push_back(std::move(dq));
   }
@@ -91,8 +93,9 @@ absl::StatusOr<std::unique_ptr<Endpoint>> Endpoint::Create(hal::Verbs* verbs, Ha
     a.pkey_index = 0;
     a.port_num = params.port_num;
     a.qp_access_flags = hal::kAccessLocalWrite | hal::kAccessRemoteWrite | hal::kAccessRemoteRead;
-    FERRY_RETURN_IF_ERROR(verbs->ModifyQp(
-        q.qp.get(), a, hal::kQpState | hal::kQpPkeyIndex | hal::kQpPort | hal::kQpAccessFlags));
+    absl::Status s = verbs->ModifyQp(
+        q.qp.get(), a, hal::kQpState | hal::kQpPkeyIndex | hal::kQpPort | hal::kQpAccessFlags);
+    if (!s.ok()) return fail(s);
     q.state = hal::QpState::kInit;
   }
   return ep;

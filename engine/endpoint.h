@@ -97,14 +97,14 @@ struct DataQp {
 
 class Endpoint {
  public:
-  // Creates `qps` QPs in RESET and moves them to INIT. On failure every QP
-  // created is destroyed (each once) and the error returned.
-  static absl::StatusOr<std::unique_ptr<Endpoint>> Create(hal::Verbs* verbs, HandleLedger* ledger,
-                                                          hal::Entropy* entropy,
-                                                          const QpParams& params, uint32_t qps,
-                                                          uint32_t context, std::string peer_path,
-                                                          uint32_t generation,
-                                                          uint64_t* next_qp_uid);
+  // Creates `qps` QPs in RESET and moves them to INIT. On failure the error
+  // is returned and, if any QP was created, the half-built endpoint is
+  // handed back in `*leftover` (never destroyed here: a destroy can fail,
+  // so the owner retires it through the retire ladder, which retries).
+  static absl::StatusOr<std::unique_ptr<Endpoint>> Create(
+      hal::Verbs* verbs, HandleLedger* ledger, hal::Entropy* entropy, const QpParams& params,
+      uint32_t qps, uint32_t context, std::string peer_path, uint32_t generation,
+      uint64_t* next_qp_uid, std::unique_ptr<Endpoint>* leftover);
 
   Endpoint(const Endpoint&) = delete;
   Endpoint& operator=(const Endpoint&) = delete;

@@ -309,19 +309,36 @@ absl::StatusOr<Endpoint*> Worker::NewEndpoint(const Key& key) {
   p.timeout_exp = cfg_.qp_timeout_exp;
   p.retry_cnt = cfg_.qp_retry_cnt;
   p.rnr_retry = cfg_.qp_rnr_retry;
+  std::unique_ptr<Endpoint> leftover;
   auto made = Endpoint::Create(env_->verbs, env_->ledger, env_->entropy, p, cfg_.qps_per_endpoint,
-                               key.first, key.second, gen, &next_qp_uid_);
-  if (!made.ok()) return made.status();
-  Endpoint* raw = made->get();
-  CqQuota& ledger = Ledger(raw->cq());
-  for (uint32_t i = 0; i < raw->qps().size(); ++i) {
-    const hal::QpHandle qp = raw->qps()[i].qp.get();
-    qp_by_uid_[raw->qps()[i].uid] = QpRef{raw, i, qp};
-    uid_by_qp_[qp.id] = raw->qps()[i].uid;
-    FERRY_CHECK(ledger.AddQp(qp).ok());
-    if (env_->observer != nullptr) env_->observer->OnQpCreated(id_, qp);
-  }
+                               key.first, key.second, gen, &next_qp_uid_, &leftover);
   const uint64_t now = env_->clock->NowNs();
+  auto track = [this](Endpoint* ep) {
+    CqQuota& ledger = Ledger(ep->cq());
+    for (uint32_t i = 0; i < ep->qps().size(); ++i) {
+      const hal::QpHandle qp = ep->qps()[i].qp.get();
+      qp_by_uid_[ep->qps()[i].uid] = QpRef{ep, i, qp};
+      uid_by_qp_[qp.id] = ep->qps()[i].uid;
+      FERRY_CHECK(ledger.AddQp(qp).ok());
+      if (env_->observer != nullptr) env_->observer->OnQpCreated(id_, qp);
+    }
+  };
+  if (!made.ok()) {
+    if (leftover != nullptr) {
+      // Half-built: its QPs go through the retire ladder (a destroy can
+      // fail and is retried there), never dropped with a failed destroy.
+      Endpoint* half = leftover.get();
+      track(half);
+      half->BeginRetire(RetireReason::kHandshakeFailed, now, cfg_.drain_timeout_ns);
+      for (const DataQp& q : half->qps())
+        FERRY_CHECK(Ledger(half->cq()).MarkRetiring(q.qp.get()).ok());
+      NoteEvent("ep_retire", key, gen, static_cast<uint64_t>(RetireReason::kHandshakeFailed));
+      retiring_.push_back(std::move(leftover));
+    }
+    return made.status();
+  }
+  Endpoint* raw = made->get();
+  track(raw);
   raw->handshake_deadline_ns =
       now + cfg_.handshake_timeout_ns * (uint64_t{cfg_.handshake_retries} + 1);
   raw->next_resend_ns = now + cfg_.handshake_timeout_ns;

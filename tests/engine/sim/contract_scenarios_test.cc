@@ -922,3 +922,115 @@ TEST(EngineContracts, C5DeadPeerHandshakeNeverStopsPolling) {
 
 }  // namespace
 }  // namespace ferry::engine::testing
+
+namespace ferry::engine::testing {
+namespace {
+
+// ---------------------------------------------------------------- swarm
+// Seeded swarm fault plans (sim/rnic): WRITEs and READs both ways with the
+// oracle on; every task must become terminal, every COMPLETED task moved
+// the right bytes, and shutdown leaks nothing.
+struct SwarmTally {
+  std::array<uint64_t, sim::kFaultKinds> faults{};
+  std::array<uint64_t, 8> status{};
+};
+
+std::string Swarm(uint64_t seed, std::string* plan_text, SwarmTally* tally) {
+  EngineConfig c = BaseConfig();
+  c.slice_timeout_ns = 30'000'000;
+  c.qp_timeout_exp = 10;
+  c.qp_retry_cnt = 3;
+  sim::FabricConfig fc = TwoEngines::MakeFabricConfig();
+  sim::Prng plan_prng(seed * 7919 + 1);
+  fc.plan = sim::FaultPlan::Draw(plan_prng);
+  // Bring-up failures are C7's scenarios (engine_context_c7_test).
+  fc.plan.Set(sim::FaultKind::kResourceFail, sim::kNever);
+  *plan_text = fc.plan.ToString();
+  TwoEngines w(seed, sim::NetPlan{}, base::Mutations(), c, fc);
+  auto s01 = w.Open(0, 1);
+  auto s10 = w.Open(1, 0);
+  if (!s01.ok() || !s10.ok()) return "open failed";
+  struct Item {
+    uint32_t h;
+    TaskId id;
+    OpKind op;
+    uint64_t local_off, remote_off, len, tag;
+  };
+  std::vector<Item> items;
+  for (uint32_t h = 0; h < 2; ++h) {
+    auto batch = w.host(h).engine->AllocateBatch(16);
+    std::vector<Request> reqs;
+    for (uint32_t i = 0; i < 6; ++i) {
+      const OpKind op = i % 2 == 0 ? OpKind::kWrite : OpKind::kRead;
+      const uint64_t len = 8 * 1024 + 4096 * i;
+      const uint64_t loff = 64 * 1024 * i, roff = 512 * 1024 + 64 * 1024 * i;
+      const uint64_t tag = 1000 * (h + 1) + i;
+      if (op == OpKind::kWrite) {
+        Fill(w, h, loff, len, tag);
+      } else {
+        Fill(w, 1 - h, roff, len, tag);
+      }
+      reqs.push_back(MakeReq(w, h, h == 0 ? *s01 : *s10, op, loff, roff, len));
+      items.push_back(Item{h, {}, op, loff, roff, len, tag});
+    }
+    SubmitResult sr = w.Submit(h, *batch, reqs);
+    if (!sr.status.ok()) return "submit";
+    for (uint32_t i = 0; i < 6; ++i) items[h * 6 + i].id = sr.tasks[i];
+  }
+  const bool done = w.RunUntil(
+      [&] {
+        for (const Item& it : items)
+          if (!IsTerminal(*w.host(it.h).engine->GetTaskStatus(it.id))) return false;
+        return true;
+      },
+      5'000'000'000);
+  if (!done) {
+    std::string out = "not all terminal: ";
+    for (uint32_t h = 0; h < 2; ++h)
+      for (auto& wk : w.host(h).engine->workers())
+        for (const std::string& r : wk->PendingReasons())
+          out += "h" + std::to_string(h) + " " + r + "; ";
+    return out;
+  }
+  for (size_t k = 0; k < sim::kFaultKinds; ++k) tally->faults[k] += w.fabric().stats().faults[k];
+  for (const Item& it : items) {
+    const TaskStatus st = *w.host(it.h).engine->GetTaskStatus(it.id);
+    ++tally->status[static_cast<size_t>(st) & 7];
+    if (st != TaskStatus::kCompleted) continue;
+    const bool ok = it.op == OpKind::kWrite ? Holds(w, 1 - it.h, it.remote_off, it.len, it.tag)
+                                            : Holds(w, it.h, it.local_off, it.len, it.tag);
+    if (!ok) return absl::StrCat("COMPLETED task h", it.h, " tag ", it.tag, " moved wrong bytes");
+  }
+  return Finish(w);
+}
+
+constexpr uint64_t kSwarmSeeds = 200;
+
+TEST(EngineSwarm, SeededFaultPlansKeepTheContracts) {
+  uint32_t failures = 0;
+  SwarmTally tally;
+  for (uint64_t s = 1; s <= kSwarmSeeds; ++s) {
+    std::string plan;
+    const std::string r = Swarm(s, &plan, &tally);
+    if (!r.empty()) {
+      ++failures;
+      std::printf("swarm seed %llu: %.3000s\n%s\n", static_cast<unsigned long long>(s), r.c_str(),
+                  plan.c_str());
+    }
+  }
+  std::string faults;
+  for (size_t k = 0; k < sim::kFaultKinds; ++k)
+    if (tally.faults[k] != 0)
+      faults += absl::StrCat(" ", std::string(sim::FaultKindName(static_cast<sim::FaultKind>(k))),
+                             "=", tally.faults[k]);
+  std::string statuses;
+  for (size_t k = 0; k < 6; ++k)
+    statuses += absl::StrCat(" ", std::string(TaskStatusName(static_cast<TaskStatus>(k))), "=",
+                             tally.status[k]);
+  std::printf("swarm: %llu seeds, faults injected:%s; task statuses:%s\n",
+              static_cast<unsigned long long>(kSwarmSeeds), faults.c_str(), statuses.c_str());
+  EXPECT_EQ(failures, 0u);
+}
+
+}  // namespace
+}  // namespace ferry::engine::testing
