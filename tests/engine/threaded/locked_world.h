@@ -29,6 +29,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -36,7 +37,6 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "hal/clock.h"
 #include "hal/control_net.h"
 #include "hal/entropy.h"
@@ -48,14 +48,38 @@
 
 namespace ferry::engine::testing {
 
+// The world mutex: a std::mutex (pthread), not absl::Mutex, because the
+// system Abseil is not built with ThreadSanitizer, so TSan cannot see
+// absl::Mutex's happens-before edges; pthread mutexes are intercepted.
+// Annotated for clang -Wthread-safety.
+class ABSL_LOCKABLE WorldMutex {
+ public:
+  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { m_.lock(); }
+  void Unlock() ABSL_UNLOCK_FUNCTION() { m_.unlock(); }
+
+ private:
+  std::mutex m_;
+};
+
+class ABSL_SCOPED_LOCKABLE WorldLock {
+ public:
+  explicit WorldLock(WorldMutex* mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu) : mu_(mu) { mu_->Lock(); }
+  ~WorldLock() ABSL_UNLOCK_FUNCTION() { mu_->Unlock(); }
+  WorldLock(const WorldLock&) = delete;
+  WorldLock& operator=(const WorldLock&) = delete;
+
+ private:
+  WorldMutex* const mu_;
+};
+
 // hal::Verbs decorator: every call holds the world mutex.
 class LockedVerbs final : public hal::Verbs {
  public:
-  LockedVerbs(absl::Mutex* mu, std::unique_ptr<hal::Verbs> inner)
+  LockedVerbs(WorldMutex* mu, std::unique_ptr<hal::Verbs> inner)
       : mu_(mu), inner_(std::move(inner)) {}
 
 #define FERRY_LOCKED_(call) \
-  absl::MutexLock l(mu_);   \
+  WorldLock l(mu_);         \
   return inner_->call
 
   absl::StatusOr<std::vector<hal::DeviceInfo>> ListDevices() override {
@@ -130,46 +154,46 @@ class LockedVerbs final : public hal::Verbs {
 #undef FERRY_LOCKED_
 
  private:
-  absl::Mutex* const mu_;
+  WorldMutex* const mu_;
   const std::unique_ptr<hal::Verbs> inner_;  // used only with *mu_ held
 };
 
 // hal::ControlNet decorator over a sim::SimControlNet.
 class LockedControlNet final : public hal::ControlNet {
  public:
-  LockedControlNet(absl::Mutex* mu, std::unique_ptr<sim::SimControlNet> inner)
+  LockedControlNet(WorldMutex* mu, std::unique_ptr<sim::SimControlNet> inner)
       : mu_(mu), inner_(std::move(inner)), address_(inner_->LocalAddress()) {}
   ~LockedControlNet() override {
-    absl::MutexLock l(mu_);
+    WorldLock l(mu_);
     inner_.reset();
   }
   std::string LocalAddress() const override { return address_; }
   absl::Status Send(std::string_view peer, absl::Span<const uint8_t> bytes) override {
-    absl::MutexLock l(mu_);
+    WorldLock l(mu_);
     return inner_->Send(peer, bytes);
   }
   absl::StatusOr<std::optional<hal::Message>> Poll(uint64_t timeout_ns) override {
     (void)timeout_ns;  // the sim never waits; the listener thread re-polls
-    absl::MutexLock l(mu_);
+    WorldLock l(mu_);
     return inner_->Poll(0);
   }
 
  private:
-  absl::Mutex* const mu_;
+  WorldMutex* const mu_;
   std::unique_ptr<sim::SimControlNet> inner_;
   const std::string address_;
 };
 
 class LockedClock final : public hal::Clock {
  public:
-  LockedClock(absl::Mutex* mu, sim::VirtualClock* inner) : mu_(mu), inner_(inner) {}
+  LockedClock(WorldMutex* mu, sim::VirtualClock* inner) : mu_(mu), inner_(inner) {}
   uint64_t NowNs() override {
-    absl::MutexLock l(mu_);
+    WorldLock l(mu_);
     return inner_->NowNs();
   }
 
  private:
-  absl::Mutex* const mu_;
+  WorldMutex* const mu_;
   sim::VirtualClock* const inner_;
 };
 
@@ -177,12 +201,12 @@ class LockedEntropy final : public hal::Entropy {
  public:
   explicit LockedEntropy(sim::Prng prng) : prng_(std::move(prng)) {}
   uint64_t Next64() override {
-    absl::MutexLock l(&mu_);
+    WorldLock l(&mu_);
     return prng_.Next();
   }
 
  private:
-  absl::Mutex mu_;
+  WorldMutex mu_;
   sim::Prng prng_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -206,13 +230,13 @@ class LockedWorld {
 
   // Ports for host `h` (valid until the world is destroyed).
   std::unique_ptr<hal::Verbs> NewVerbs(uint32_t h) {
-    absl::MutexLock l(&mu_);
+    WorldLock l(&mu_);
     return std::make_unique<LockedVerbs>(&mu_, fabric_.NewVerbs(h));
   }
   absl::StatusOr<std::unique_ptr<hal::ControlNet>> Bind(std::string_view address) {
     std::unique_ptr<sim::SimControlNet> n;
     {
-      absl::MutexLock l(&mu_);
+      WorldLock l(&mu_);
       auto b = net_.Bind(address);
       if (!b.ok()) return b.status();
       n = std::move(*b);
@@ -220,7 +244,7 @@ class LockedWorld {
     return std::unique_ptr<hal::ControlNet>(new LockedControlNet(&mu_, std::move(n)));
   }
   std::unique_ptr<hal::Entropy> NewEntropy() {
-    absl::MutexLock l(&mu_);
+    WorldLock l(&mu_);
     return std::make_unique<LockedEntropy>(root_.Fork());
   }
   hal::Clock* clock() { return &locked_clock_; }
@@ -239,7 +263,7 @@ class LockedWorld {
   // Runs `fn(fabric)` with the world mutex held (leak checks, stats).
   template <typename Fn>
   auto WithFabric(Fn fn) {
-    absl::MutexLock l(&mu_);
+    WorldLock l(&mu_);
     return fn(fabric_);
   }
 
@@ -248,7 +272,7 @@ class LockedWorld {
   // fabric and the network, or jump to the earliest future one, or (both
   // idle) tick. Returns true when the world was idle.
   bool Round() {
-    absl::MutexLock l(&mu_);
+    WorldLock l(&mu_);
     for (uint32_t i = 0; i < options_.events_per_round_max; ++i) {
       const uint64_t now = clock_.NowNs();
       std::optional<uint64_t> next;
@@ -280,7 +304,7 @@ class LockedWorld {
   }
 
   const Options options_;
-  absl::Mutex mu_;
+  WorldMutex mu_;
   sim::VirtualClock clock_ ABSL_GUARDED_BY(mu_);
   sim::Prng root_ ABSL_GUARDED_BY(mu_);
   sim::Fabric fabric_ ABSL_GUARDED_BY(mu_);
