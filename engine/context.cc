@@ -113,6 +113,10 @@ absl::Status Context::EnableStages() {
     return absl::InvalidArgumentError(
         absl::StrCat("wr_depth ", wr_depth_, " exceeds the device's max_qp_wr ", attr_.max_qp_wr));
   }
+  if (qps_per_endpoint_ > attr_.max_qp) {
+    return absl::InvalidArgumentError(absl::StrCat("qps_per_endpoint ", qps_per_endpoint_,
+                                                   " exceeds the device's max_qp ", attr_.max_qp));
+  }
   if (cqe_limit_ > attr_.max_cqe) {
     return absl::InvalidArgumentError(
         absl::StrCat("cqe_limit ", cqe_limit_, " exceeds the device's max_cqe ", attr_.max_cqe));
