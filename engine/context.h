@@ -27,6 +27,7 @@
 #ifndef FERRY_ENGINE_CONTEXT_H_
 #define FERRY_ENGINE_CONTEXT_H_
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -108,6 +109,21 @@ class Context {
   // Owner worker only.
   absl::Status RecreateCq(uint32_t worker, uint32_t i);
 
+  // ------------------------------------------------------------ DEVICE_FATAL
+  // Re-enable protocol (DESIGN.md section 4): every owner retires its
+  // endpoints on this context and parks (stops touching its CQs, QPs and
+  // channel); the owner whose Park() completes the count runs Reenable()
+  // (closing the device is the evidence for every QP it held) and then
+  // Unpark()s, which bumps epoch(); each parked owner sees the new epoch,
+  // resolves its QPs on the close and adopts its new CQs.
+  // Returns true for the caller that completed the count.
+  bool Park() { return parked_.fetch_add(1, std::memory_order_acq_rel) + 1 == workers_; }
+  void Unpark() {
+    parked_.store(0, std::memory_order_release);
+    epoch_.fetch_add(1, std::memory_order_acq_rel);
+  }
+  uint64_t epoch() const { return epoch_.load(std::memory_order_acquire); }
+
   // ------------------------------------------------------------ MR table
   // Registers [addr, addr+len) under `region` (any thread). On failure
   // nothing stays registered.
@@ -153,6 +169,9 @@ class Context {
   uint16_t lid_ = 0;
   hal::Mtu active_mtu_ = hal::Mtu::k1024;
   uint32_t cqe_capacity_ = 0;
+
+  std::atomic<uint32_t> parked_{0};
+  std::atomic<uint64_t> epoch_{0};
 
   mutable absl::Mutex mu_;
   std::map<uint64_t, Region> regions_ ABSL_GUARDED_BY(mu_);

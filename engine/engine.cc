@@ -90,6 +90,12 @@ absl::StatusOr<std::unique_ptr<EngineImpl>> EngineImpl::Create(
   e->worker_env_.ledger = &e->ledger_;
   e->worker_env_.incarnation = e->incarnation_;
   e->worker_env_.observer = observer;
+  // DEVICE_FATAL re-enable changed a context's rkeys: peers must fetch a
+  // new descriptor (C7).
+  e->worker_env_.context_reenabled = [self = e.get()](uint32_t) {
+    absl::MutexLock l(&self->mu_);
+    ++self->version_;
+  };
   std::vector<std::string> nics;
   for (auto& c : e->contexts_) {
     e->worker_env_.contexts.push_back(c.get());
@@ -324,9 +330,15 @@ SubmitResult EngineImpl::Submit(BatchId batch, absl::Span<const Request> request
       const size_t pdev = seg.devices.empty() ? 0 : index % seg.devices.size();
       const std::string peer_nic = seg.devices.empty() ? "" : seg.devices[pdev].name;
       route->peer_path = seg.address + "@" + peer_nic;
-      for (const auto& [start, reg] : regions_)
-        if (r.local_addr >= reg.addr && r.local_addr < reg.addr + reg.len_bytes)
+      for (const auto& [start, reg] : regions_) {
+        if (r.local_addr >= reg.addr && r.local_addr < reg.addr + reg.len_bytes) {
+          // Epoch first: a re-enable in between only makes the owner
+          // refresh a key that is already new.
+          route->lkey_epoch = contexts_[route->context]->epoch();
+          route->region = reg.id;
           route->lkey = contexts_[route->context]->KeysOf(reg.id)->lkey;
+        }
+      }
       for (const BufferDescriptor& buf : seg.buffers)
         if (r.remote_addr >= buf.addr && r.remote_addr < buf.addr + buf.length_bytes)
           route->rkey = pdev < buf.rkeys.size() ? buf.rkeys[pdev] : 0;

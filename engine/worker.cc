@@ -21,6 +21,7 @@ constexpr size_t kInboxDrainMax = 256;
 constexpr uint32_t kPostsPerStepMax = 1024;
 constexpr size_t kReplacedPerKeyMax = 8;
 constexpr size_t kReplacedKeysMax = 4096;
+constexpr uint64_t kParkedRecheckNs = 100'000;
 
 std::string AddressOf(std::string_view peer_path) {
   return std::string(peer_path.substr(0, peer_path.find('@')));
@@ -167,7 +168,16 @@ WaitSet Worker::Step(const PhaseOrder& order) {
     if (!IsTerminal(t->task->status()) && !t->timeout_handled)
       consider(t->task->geometry().deadline_ns);
   if (ws.deadline_ns && *ws.deadline_ns <= now) ws.work_now = true;
-  for (Context* c : env_->contexts) ws.channels.push_back(c->channel(id_));
+  for (uint32_t ci = 0; ci < env_->contexts.size(); ++ci) {
+    if (rails_[ci].parked) {
+      // Waiting for the re-enable (another owner runs it): look again soon.
+      consider(now + kParkedRecheckNs);
+      if (rails_[ci].must_reenable || env_->contexts[ci]->epoch() != rails_[ci].park_epoch)
+        ws.work_now = true;
+      continue;
+    }
+    ws.channels.push_back(env_->contexts[ci]->channel(id_));
+  }
   return ws;
 }
 
@@ -193,7 +203,7 @@ std::vector<hal::CqHandle> Worker::OwnedCqs() const {
 
 bool Worker::RailPaused(uint32_t ctx) const {
   const Rail& r = rails_[ctx];
-  return r.port_down || env_->clock->NowNs() < r.paused_until_ns;
+  return r.port_down || r.parked || env_->clock->NowNs() < r.paused_until_ns;
 }
 
 const Endpoint* Worker::Find(uint32_t context, std::string_view peer_path) const {
@@ -701,14 +711,8 @@ void Worker::OnAsync(const hal::AsyncEvent& e) {
         if (ep->context() == *ctx) Retire(ep, RetireReason::kSuperseded);
       return;
     case hal::AsyncEventType::kDeviceFatal:
-      // Every QP of the device is in ERR: retire them all (flushes or
-      // destroy are their evidence). Re-enabling the context (Reenable,
-      // descriptor version bump) needs every owner's QPs gone first and
-      // is not wired yet (docs/architecture.md section 8).
       if (!ctx) return;
-      NoteEvent("device_fatal", Key{*ctx, ""}, 0, 0);
-      for (Endpoint* ep : LiveList())
-        if (ep->context() == *ctx) Retire(ep, RetireReason::kQpFatal);
+      ParkForDeviceFatal(*ctx);
       return;
     default:
       return;
@@ -852,6 +856,13 @@ void Worker::PostAll() {
       wr.send_flags = hal::kSendSignaled;
       wr.num_sge = 1;
       const uint64_t off = task.SliceOffsetBytes(p.slice);
+      Context* rc = env_->contexts[key.first];
+      if (p.route->lkey_epoch != rc->epoch()) {
+        // The context was re-enabled since submit: its MRs have new keys.
+        auto keys = rc->KeysOf(p.route->region);
+        if (keys.ok()) p.route->lkey = keys->lkey;
+        p.route->lkey_epoch = rc->epoch();
+      }
       wr.sg_list[0] =
           hal::Sge{p.route->local_addr + off, task.SliceLengthBytes(p.slice), p.route->lkey};
       wr.remote_addr = p.route->remote_addr + off;
@@ -891,6 +902,7 @@ void Worker::PollAll() {
   std::array<hal::WorkCompletion, kPollBatch> wcs;
   for (uint32_t ci = 0; ci < env_->contexts.size(); ++ci) {
     Context* c = env_->contexts[ci];
+    if (rails_[ci].parked) continue;  // its device is being closed and re-opened
     for (uint32_t i = 0; i < c->cqs_per_worker(); ++i) {
       const hal::CqHandle cq = c->cq(id_, i);
       if (!cq.valid() || errored_cqs_.contains(cq.id)) continue;
@@ -1099,8 +1111,9 @@ void Worker::Sweep() {
   }
   for (Endpoint* ep : failed) Retire(ep, RetireReason::kHandshakeFailed);
   // Retire ladder; every destroy result goes to the CQ's ledger.
+  ServeParkedContexts();
   for (auto& ep : retiring_) {
-    if (ep->state() != EndpointState::kRetiring) continue;
+    if (ep->state() != EndpointState::kRetiring || rails_[ep->context()].parked) continue;
     std::vector<std::pair<bool, uint32_t>> before;
     for (const DataQp& q : ep->qps()) before.emplace_back(q.destroyed, q.destroy_failures);
     ep->RetireStep(now, cfg_.destroy_backoff_min_ns, cfg_.destroy_backoff_max_ns,
@@ -1123,6 +1136,85 @@ void Worker::Sweep() {
     }
   }
   RecoverErroredCqs();
+}
+
+// DEVICE_FATAL: retire the context's endpoints and park (stop touching
+// its CQs, QPs and channel). The owner that completes the park count
+// re-enables the context; closing the device is the evidence for every QP
+// it held (C1), so nothing on it is destroyed one by one.
+void Worker::ParkForDeviceFatal(uint32_t ctx) {
+  Rail& r = rails_[ctx];
+  if (r.parked) return;  // one park per fatal event
+  NoteEvent("device_fatal", Key{ctx, ""}, env_->contexts[ctx]->epoch(), 0);
+  for (Endpoint* ep : LiveList())
+    if (ep->context() == ctx) Retire(ep, RetireReason::kQpFatal);
+  r.parked = true;
+  r.park_epoch = env_->contexts[ctx]->epoch();
+  r.must_reenable = env_->contexts[ctx]->Park();
+}
+
+void Worker::ServeParkedContexts() {
+  for (uint32_t ci = 0; ci < env_->contexts.size(); ++ci) {
+    Rail& r = rails_[ci];
+    if (!r.parked) continue;
+    Context* c = env_->contexts[ci];
+    if (r.must_reenable) {
+      // Every owner is parked: nobody else touches this context now.
+      if (!c->Reenable().ok()) continue;  // retried at the next sweep
+      r.must_reenable = false;
+      if (env_->observer != nullptr)
+        for (uint32_t w = 0; w < cfg_.workers; ++w)
+          for (uint32_t i = 0; i < c->cqs_per_worker(); ++i)
+            env_->observer->OnCqCreated(w, c->cq(w, i));
+      NoteEvent("ctx_reenabled", Key{ci, ""}, c->epoch() + 1, 0);
+      c->Unpark();
+      if (env_->context_reenabled) env_->context_reenabled(ci);
+    }
+    if (c->epoch() == r.park_epoch) continue;
+    // Re-enabled: every QP this owner held on the context died with the
+    // device (evidence); its WRs resolve as innocent flushes; the ledgers
+    // of the old CQs are dropped and new ones made for the new CQs.
+    for (auto& ep : retiring_) {
+      if (ep->context() != ci) continue;
+      for (DataQp& q : ep->qps()) {
+        if (q.released) continue;
+        if (!q.destroyed) q.qp.Forget();
+        q.destroyed = true;
+        while (!q.fifo.empty()) {
+          const uint32_t slot = q.fifo.front();
+          q.fifo.pop_front();
+          Slot& s = slots_[slot];
+          std::shared_ptr<TaskRoute> route = std::move(s.route);
+          const uint32_t slice = s.slice;
+          s.in_use = false;
+          free_slots_.push_back(slot);
+          ResolveAttempt(route, slice, hal::WcStatus::kWrFlushErr, true, RetireReason::kCqError);
+        }
+        q.released = true;
+      }
+    }
+    std::vector<uint64_t> keep;
+    for (uint32_t cj = 0; cj < env_->contexts.size(); ++cj)
+      if (cj != ci)
+        for (uint32_t i = 0; i < env_->contexts[cj]->cqs_per_worker(); ++i)
+          keep.push_back(env_->contexts[cj]->cq(id_, i).id);
+    for (auto it = quota_.begin(); it != quota_.end();) {
+      if (std::find(keep.begin(), keep.end(), it->first) == keep.end()) {
+        it = quota_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (auto it = errored_cqs_.begin(); it != errored_cqs_.end();) {
+      it = it->second.first == ci ? errored_cqs_.erase(it) : std::next(it);
+    }
+    for (uint32_t i = 0; i < c->cqs_per_worker(); ++i)
+      quota_[c->cq(id_, i).id] =
+          std::make_unique<CqQuota>(c->cqe_capacity(), cfg_.zombie_quota_max, env_->mutations,
+                                    /*check_every_op=*/base::Mutations::kCompiledIn);
+    r.parked = false;
+    NoteEvent("ctx_resumed", Key{ci, ""}, c->epoch(), 0);
+  }
 }
 
 // CQ_ERR recovery: once every QP on the errored CQ is destroyed, recreate

@@ -43,6 +43,7 @@
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -104,6 +105,10 @@ struct WorkerEnv {
   std::vector<Context*> contexts;
   uint64_t incarnation = 0;
   LifecycleObserver* observer = nullptr;
+  // Called (on the owner that ran it) after a context was re-enabled after
+  // DEVICE_FATAL: its rkeys changed, the engine bumps the descriptor
+  // version. May be empty.
+  std::function<void(uint32_t context)> context_reenabled;
 };
 
 // One request as the owner needs it (immutable after submit).
@@ -116,6 +121,7 @@ struct TaskRoute {
   std::string peer_path;  // "host:port@nic"
   uint32_t lkey = 0;
   uint32_t rkey = 0;
+  uint64_t region = 0;  // local MR table id (lkey refreshed after a re-enable)
   // ---- owner only: one entry per WR posted for this task (the timeout
   // sweep checks each against its QP's FIFO before retiring, C3).
   struct PostedWr {
@@ -125,6 +131,7 @@ struct TaskRoute {
   };
   std::vector<PostedWr> posted;
   bool timeout_handled = false;
+  uint64_t lkey_epoch = 0;  // context epoch `lkey` belongs to
 };
 
 struct InboxSubmit {
@@ -229,6 +236,9 @@ class Worker {
     uint64_t paused_until_ns = 0;
     uint64_t cooldown_ns = 0;
     bool port_down = false;
+    bool parked = false;  // DEVICE_FATAL: waiting for the re-enable
+    uint64_t park_epoch = 0;
+    bool must_reenable = false;  // this owner completed the park count
   };
 
   void DrainInbox();
@@ -267,6 +277,8 @@ class Worker {
   void RailError(uint32_t ctx, uint64_t now);
   void CheckZombies(hal::CqHandle cq);
   void RecoverErroredCqs();
+  void ParkForDeviceFatal(uint32_t ctx);
+  void ServeParkedContexts();
   void NoteEvent(std::string_view kind, const Key& key, uint64_t a, uint64_t b);
   uint32_t AllocSlot();
   CqQuota& Ledger(hal::CqHandle cq);

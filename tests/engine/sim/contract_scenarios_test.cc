@@ -648,6 +648,70 @@ TEST(EngineContracts, RemAccessErrNotRetriedRailNotPenalised) {
   for (uint64_t s = 1; s <= 3; ++s) ASSERT_EQ(RemAccess(s, base::Mutations()), "") << "seed " << s;
 }
 
+// DEVICE_FATAL (C7 at runtime): host 0's device dies with a WRITE in
+// flight. Every owner retires its endpoints on it and parks; the last one
+// closes and re-enables the context (the close is the evidence for every QP
+// it held), MRs are re-registered, the descriptor version goes up; the
+// in-flight WRITE is reposted (with its refreshed lkey) and completes. Host
+// 1's READ with the old rkeys fails (REM_ACCESS_ERR); after fetching the new
+// descriptor it completes. Nothing leaks.
+std::string DeviceFatal(uint64_t seed, const base::Mutations& m) {
+  TwoEngines w(seed, sim::NetPlan{}, m, BaseConfig());
+  auto seg = w.Open(0, 1);
+  auto seg10 = w.Open(1, 0);
+  if (!seg.ok() || !seg10.ok()) return "open";
+  if (Run1(w, 0, MakeReq(w, 0, *seg, OpKind::kWrite, 0, 0, 16 * 1024)).first !=
+      TaskStatus::kCompleted)
+    return "warm-up";
+  EngineImpl& e = *w.host(0).engine;
+  const uint64_t v0 = e.LocalSegment().version;
+  const size_t from = w.host(0).obs->records().size();
+  Fill(w, 0, 64 * 1024, 96 * 1024, 81);
+  auto batch = e.AllocateBatch(1);
+  SubmitResult t =
+      w.Submit(0, *batch, {MakeReq(w, 0, *seg, OpKind::kWrite, 64 * 1024, 64 * 1024, 96 * 1024)});
+  if (!t.status.ok()) return "submit";
+  w.RunUntil([] { return false; }, 2'000);
+  sim::ScriptedFault f;
+  f.at_ns = w.clock().NowNs();
+  f.kind = sim::FaultKind::kDeviceFatal;
+  f.target.kind = sim::TargetKind::kDevice;
+  f.target.host = 0;
+  f.target.device = "sim0";
+  if (absl::Status s = w.fabric().Inject(f); !s.ok()) return "inject: " + s.ToString();
+  w.RunUntil([&] { return IsTerminal(*e.GetTaskStatus(t.tasks[0])); }, 1'000'000'000);
+  const TaskStatus st = *e.GetTaskStatus(t.tasks[0]);
+  if (st != TaskStatus::kCompleted || !Holds(w, 1, 64 * 1024, 96 * 1024, 81))
+    return absl::StrCat("in-flight WRITE ended ", std::string(TaskStatusName(st)));
+  const auto& r = w.host(0).obs->records();
+  const int64_t fatal = Find(r, "device_fatal", "", from),
+                reen = Find(r, "ctx_reenabled", "", from),
+                resumed = Find(r, "ctx_resumed", "", from);
+  if (!(fatal >= 0 && reen > fatal && resumed > reen))
+    return absl::StrCat("order fatal=", fatal, " reenabled=", reen, " resumed=", resumed);
+  if (Count(r, "ctx_reenabled", "sim0|", from) != 1) return "re-enabled more than once";
+  if (e.LocalSegment().version <= v0) return "descriptor version not bumped";
+  // Host 1 with the old rkeys: REM_ACCESS_ERR, FAILED; the new descriptor
+  // works.
+  Fill(w, 0, 400 * 1024, 16 * 1024, 82);
+  const TaskStatus old =
+      Run1(w, 1, MakeReq(w, 1, *seg10, OpKind::kRead, 400 * 1024, 400 * 1024, 16 * 1024)).first;
+  if (old != TaskStatus::kFailed)
+    return absl::StrCat("READ with old rkeys ended ", std::string(TaskStatusName(old)));
+  auto seg10b = w.Open(1, 0);
+  if (!seg10b.ok()) return "reopen";
+  if (Run1(w, 1, MakeReq(w, 1, *seg10b, OpKind::kRead, 400 * 1024, 400 * 1024, 16 * 1024)).first !=
+          TaskStatus::kCompleted ||
+      !Holds(w, 1, 400 * 1024, 16 * 1024, 82))
+    return "READ with the new descriptor";
+  return Finish(w);
+}
+
+TEST(EngineContracts, DeviceFatalReenablesBumpsVersionAndResumes) {
+  for (uint64_t s = 1; s <= 5; ++s)
+    ASSERT_EQ(DeviceFatal(s, base::Mutations()), "") << "seed " << s;
+}
+
 // ---------------------------------------------------------------- C8
 std::string C8(const base::Mutations& m) {
   TwoEngines w(1, sim::NetPlan{}, m, BaseConfig());
