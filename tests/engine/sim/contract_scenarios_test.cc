@@ -712,6 +712,50 @@ TEST(EngineContracts, DeviceFatalReenablesBumpsVersionAndResumes) {
     ASSERT_EQ(DeviceFatal(s, base::Mutations()), "") << "seed " << s;
 }
 
+// Zombie cap: hung QPs holding 32 WRs retire for a timeout; their zombie
+// quota passes zombie_quota_max (4), so the owner escalates: it destroys
+// them without waiting for the (50 ms) drain; the timed-out task publishes
+// TIMEOUT well before the drain would have ended, and the quota returns.
+std::string ZombieCap(uint64_t seed, const base::Mutations& m) {
+  EngineConfig c = BaseConfig();
+  c.slice_timeout_ns = 3'000'000;
+  c.drain_timeout_ns = 50'000'000;
+  c.zombie_quota_max = 4;
+  c.slice_size_bytes = 4096;
+  c.request_bytes_max = 64 * 1024 * 1024;
+  TwoEngines w(seed, sim::NetPlan{}, m, c);
+  auto seg = w.Open(0, 1);
+  if (!seg.ok()) return "open";
+  if (Run1(w, 0, MakeReq(w, 0, *seg, OpKind::kWrite, 0, 0, 16 * 1024)).first !=
+      TaskStatus::kCompleted)
+    return "warm-up";
+  const Endpoint* ep = EndpointOn(w, 0, 1);
+  if (ep == nullptr) return "no endpoint";
+  const hal::CqHandle cq = ep->cq();
+  for (uint32_t qpn : ep->qpns())
+    if (!w.fabric().Inject(QpFault(sim::FaultKind::kHungQp, w.clock().NowNs(), 0, qpn)).ok())
+      return "inject";
+  const size_t from = w.host(0).obs->records().size();
+  const uint64_t t0 = w.clock().NowNs();
+  auto [st, id] = Run1(w, 0, MakeReq(w, 0, *seg, OpKind::kWrite, 64 * 1024, 64 * 1024, 128 * 1024));
+  if (st != TaskStatus::kTimeout) return "not TIMEOUT";
+  const auto& r = w.host(0).obs->records();
+  const std::string k = KeyOf(w, 1);
+  const int64_t ret = Find(r, "timeout_retire", k, from), z = Find(r, "zombie_escalate", "", from),
+                d = Find(r, "qp_destroyed", k, from);
+  if (!(ret >= 0 && z > ret && d > z))
+    return absl::StrCat("order retire=", ret, " zombie_escalate=", z, " qp_destroyed=", d);
+  const uint64_t took = w.TrackedOf(0, id)->publish_ns - t0;
+  if (took >= c.slice_timeout_ns + c.drain_timeout_ns) return "waited for the drain";
+  const CqQuota* q = OwnerOn(w, 0, 1).QuotaOf(cq);
+  if (q == nullptr || q->reserved() != 0) return "quota not returned";
+  return Finish(w);
+}
+
+TEST(EngineContracts, ZombieCapEscalatesToDestroy) {
+  for (uint64_t s = 1; s <= 3; ++s) ASSERT_EQ(ZombieCap(s, base::Mutations()), "") << "seed " << s;
+}
+
 // ---------------------------------------------------------------- C8
 std::string C8(const base::Mutations& m) {
   TwoEngines w(1, sim::NetPlan{}, m, BaseConfig());
