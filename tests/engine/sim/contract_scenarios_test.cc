@@ -460,7 +460,7 @@ TEST(EngineContractsDeathTest, C4MutationDoubleReleaseIsCaught) {
 // of the same incarnation and a lower generation is STALE (nothing
 // changes); host 0 drops its side alone (GID change) and transfers resume
 // within handshake_timeout x handshake_retries + one retry budget.
-std::string C6(uint64_t seed, const base::Mutations& m) {
+std::string C6(uint64_t seed, const base::Mutations& m, uint64_t* trace_hash = nullptr) {
   EngineConfig c = BaseConfig();
   c.qp_timeout_exp = 8;  // 1.05 ms per attempt
   c.qp_retry_cnt = 2;
@@ -547,11 +547,24 @@ std::string C6(uint64_t seed, const base::Mutations& m) {
   if (OwnerOn(w, 1, 0).stats().rail_errors != rail0 + 1)
     return absl::StrCat("rail errors +", OwnerOn(w, 1, 0).stats().rail_errors - rail0,
                         " (want +1: once per endpoint failure event)");
-  return Finish(w);
+  std::string out = Finish(w);
+  if (trace_hash != nullptr) *trace_hash = w.trace_hash();
+  return out;
 }
 
 TEST(EngineContracts, C6ErrorReconnectDuplicateStaleAndOneSidedTeardown) {
   for (uint64_t s = 1; s <= 5; ++s) ASSERT_EQ(C6(s, base::Mutations()), "") << "seed " << s;
+}
+
+// Determinism (DESIGN.md section 7): a scenario's trace hash depends on its
+// seed alone, not on what ran before it in the process.
+TEST(EngineContracts, C6TraceHashIsTheSeedsAlone) {
+  uint64_t alone = 0, after = 0, other = 0;
+  ASSERT_EQ(C6(3, base::Mutations(), &alone), "");
+  ASSERT_EQ(C6(5, base::Mutations(), &other), "");
+  ASSERT_EQ(C6(3, base::Mutations(), &after), "");
+  EXPECT_EQ(alone, after);
+  EXPECT_NE(alone, other);
 }
 
 TEST(EngineContracts, C6MutationAcceptStaleFails) {

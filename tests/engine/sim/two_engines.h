@@ -242,6 +242,8 @@ class TwoEngines {
     return nullptr;
   }
   uint64_t max_quota() const { return max_quota_; }
+  // Rolling hash of every traced event and PRNG draw (DESIGN.md section 7).
+  uint64_t trace_hash() const { return trace_.hash(); }
   // Completed tasks' bytes: the caller's check; "" when all are right.
   // Everything the oracle and fabric saw: "" when clean.
   std::string OracleAndViolations() const {
