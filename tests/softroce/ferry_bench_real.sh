@@ -1,0 +1,42 @@
+#!/bin/bash
+# ferry_bench_real.sh FERRY_BENCH: Ferry's engine on real verbs. In ONE
+# Soft-RoCE VM boot, scripts/softroce/ferry-bench-real runs a ferry-bench
+# target on rxe0 and an initiator on rxe1 (--mode real, threaded runtime,
+# libibverbs, TCP control over 127.0.0.1) through a sweep of WRITE and READ
+# points with --verify. Passes only if every point ran, every batch ended
+# COMPLETED, every byte verified and both engines shut down cleanly (no
+# perftest comparison here: FERRY_BENCH_REAL_PERFTEST=0).
+#
+# Must stay true: the VM is bounded (--timeout); the whole output reaches the
+# test log; the verdict comes from the bench's own totals line, not only from
+# exit codes.
+
+bin=$(realpath -m -- "${1:-}")
+. "$(dirname "$0")/lib.sh"
+
+[[ -x $bin ]] || fail "usage: ferry_bench_real.sh FERRY_BENCH_BINARY (not executable: $bin)"
+script="$TEST_DIR/../../scripts/softroce/ferry-bench-real"
+[[ -x $script ]] || fail "not found: $script"
+
+export FERRY_BENCH_REAL_PERFTEST=0
+run_vm out err --timeout "${FERRY_BENCH_REAL_VM_TIMEOUT:-1500}" bash "$script" "$bin"
+cat out
+grep '^run-in-vm: phase vm\|^run-in-vm: total' err >&2 || true
+note "VM run: $((ELAPSED_US / 1000)) ms wall (runner exit $RC)"
+if [[ $RC != 0 ]]; then
+  show err
+  fail "ferry-bench-real in the VM: exit $RC"
+fi
+line=$(grep '^totals:' out) || fail "no totals line from the initiator"
+[[ $line =~ ^totals:\ points=([0-9]+)/([0-9]+)\ completed_batches=([0-9]+)\ failed_batches=0\ verify=on\ verify_errors=0$ ]] ||
+  fail "not every batch completed and verified: $line"
+[[ ${BASH_REMATCH[1]} == "${BASH_REMATCH[2]}" ]] || fail "points not all run: $line"
+((BASH_REMATCH[3] > 0)) || fail "no batch completed: $line"
+# Both ops ran: at least one WRITE and one READ point, all "ok".
+grep -q '^WRITE .* ok$' out || fail "no WRITE point ok"
+grep -q '^READ .* ok$' out || fail "no READ point ok"
+! grep -q 'FAILED' out || fail "a point FAILED"
+grep -q '^initiator shutdown: OK$' out || fail "initiator shutdown not OK"
+grep -q '(target shutdown: OK)$' out || fail "target shutdown not OK"
+grep -q '^ferry-bench-real: verified run PASS' out || fail "the script did not report PASS"
+echo "PASS ferry-bench real on rxe0/rxe1 ($line; $((ELAPSED_US / 1000000)) s)"
