@@ -42,7 +42,9 @@ absl::Status ValidateHostPort(std::string_view hp) {
 
 EngineImpl::EngineImpl(const EngineConfig& config, const EngineEnv& env,
                        const base::Mutations* mutations, engine::LifecycleObserver* observer)
-    : config_(config), env_(env), mutations_(mutations), observer_(observer) {}
+    : config_(config), env_(env), mutations_(mutations) {
+  (void)observer;  // handed to the workers in Create
+}
 
 EngineImpl::~EngineImpl() {
   listener_.reset();

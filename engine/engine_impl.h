@@ -126,7 +126,6 @@ class EngineImpl {
   const EngineConfig config_;
   const EngineEnv env_;
   const base::Mutations* const mutations_;
-  engine::LifecycleObserver* const observer_;
   uint64_t incarnation_ = 0;
   engine::HandleLedger ledger_;
   std::vector<std::unique_ptr<engine::Context>> contexts_;
