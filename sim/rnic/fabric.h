@@ -129,6 +129,11 @@ struct FabricStats {
   uint64_t packets_executed = 0;
   uint64_t duplicates = 0;
   uint64_t retransmits = 0;
+  // Retry-timer expiries (retransmit or RETRY_EXC_ERR) on a QP none of whose
+  // packets (requests, or responses to it) was ever dropped or held back by
+  // a straggler delay: with faults off this must stay 0 (every packet is
+  // delivered and acknowledged); tests assert it.
+  uint64_t timeouts_without_loss = 0;
   uint64_t events = 0;
   std::array<uint64_t, kFaultKinds> faults{};  // injected, per kind
 };
@@ -371,6 +376,7 @@ class Fabric final : public Actor {
     uint64_t last_progress_ns = 0;
     bool timer_pending = false;
     uint64_t retransmits = 0;
+    uint64_t path_faults = 0;  // packets of this QP (either direction) dropped or straggling
     // responder
     uint32_t epsn = 0;
     bool nak_sent = false;
@@ -455,7 +461,10 @@ class Fabric final : public Actor {
   void OnResp(const Event& e);
   void OnTimer(const Event& e);
   void SendResp(uint32_t ri, Qp& resp_qp, uint32_t req_qi, RespKind kind, uint64_t vpsn);
-  void AckUpTo(uint32_t qi, Qp& q, uint64_t vpsn_last);
+  // Completes the WRITEs acknowledged up to vpsn_last. A READ at the head
+  // means its response was lost (implied NAK): retransmit from it, unless
+  // `implied_nak` is false (then stop there).
+  void AckUpTo(uint32_t qi, Qp& q, uint64_t vpsn_last, bool implied_nak = true);
   void CompleteHead(uint32_t qi, Qp& q);
   void FailAndFlush(uint32_t qi, Qp& q, uint64_t fail_seq, hal::WcStatus status);
   void EnterErr(uint32_t qi, Qp& q);
@@ -472,7 +481,8 @@ class Fabric final : public Actor {
                 bool to_remote);
   const Mr* ResolveRkey(uint32_t dev, uint32_t pd, uint32_t rkey, uint64_t addr, uint64_t len,
                         uint32_t need_access) const;
-  uint64_t Arrival(uint64_t depart_ns, uint64_t* last_arrival_ns);
+  // `path_faults` (nullable) counts a straggler delay.
+  uint64_t Arrival(uint64_t depart_ns, uint64_t* last_arrival_ns, uint64_t* path_faults);
   bool PacketLost(uint32_t src_dev, uint32_t dst_dev);
   void DestroyQpNow(uint32_t qi, bool scrub);
   void DestroyCqNow(uint32_t ci);

@@ -280,11 +280,12 @@ void Fabric::Kick(uint32_t qi) {
   ArmTimer(qi, q);
 }
 
-uint64_t Fabric::Arrival(uint64_t depart_ns, uint64_t* last_arrival_ns) {
+uint64_t Fabric::Arrival(uint64_t depart_ns, uint64_t* last_arrival_ns, uint64_t* path_faults) {
   uint64_t t = depart_ns + config_.link_latency_ns;
   if (config_.link_jitter_ns != 0) t += prng_.Below(config_.link_jitter_ns + 1);
   if (config_.straggler.num != 0 && prng_.Chance(config_.straggler)) {
     t += prng_.Below(config_.fabric_lifetime_ns + 1);
+    if (path_faults != nullptr) ++*path_faults;
   }
   t = std::max(t, *last_arrival_ns);  // one path is FIFO
   *last_arrival_ns = t;
@@ -308,24 +309,28 @@ void Fabric::SendReq(uint32_t qi, Qp& q, Wr& w, uint64_t vpsn) {
     --q.script_drop;
     CountFault(FaultKind::kPacketLoss);
     ++stats_.packets_dropped;
+    ++q.path_faults;
     return;
   }
   if (PacketLost(q.dev, q.dst_dev)) {
     ++stats_.packets_dropped;
+    ++q.path_faults;
     return;
   }
-  const uint64_t t = Arrival(q.tx_free_ns, &q.last_req_arrival_ns);
+  const uint64_t t = Arrival(q.tx_free_ns, &q.last_req_arrival_ns, &q.path_faults);
   Push(EvType::kReq, t, qi, static_cast<uint32_t>(w.seq), vpsn,
        static_cast<uint32_t>((q.psn_base + vpsn) & kPsnMask), ReqChan(qi));
 }
 
 void Fabric::SendResp(uint32_t ri, Qp& r, uint32_t req_qi, RespKind kind, uint64_t vpsn) {
   ++stats_.packets_sent;
-  if (PacketLost(r.dev, qps_[req_qi]->dev)) {
+  Qp& req = *qps_[req_qi];
+  if (PacketLost(r.dev, req.dev)) {
     ++stats_.packets_dropped;
+    ++req.path_faults;
     return;
   }
-  const uint64_t t = Arrival(clock_->NowNs(), &r.last_resp_arrival_ns);
+  const uint64_t t = Arrival(clock_->NowNs(), &r.last_resp_arrival_ns, &req.path_faults);
   Push(EvType::kResp, t, req_qi, kind, vpsn, 0, RespChan(ri));
 }
 
@@ -384,7 +389,10 @@ bool Fabric::DmaLocal(uint32_t qi, Qp& q, const Wr& w, uint64_t off, uint64_t le
 
 void Fabric::OnReq(const Event& e) {
   Qp& rq = *qps_[e.a];
-  auto drop = [this] { ++stats_.packets_dropped; };
+  auto drop = [this, &rq] {
+    ++stats_.packets_dropped;
+    ++rq.path_faults;
+  };
   if (!rq.alive || rq.sq.empty()) return drop();  // requester gone: no DMA of its memory
   const Wr* wp = nullptr;
   {
@@ -466,11 +474,14 @@ void Fabric::OnReq(const Event& e) {
     }
     return;
   }
-  // READ: the response carries the data; it is placed when it arrives.
+  // READ: the response carries the data; it is placed when it arrives. It
+  // also acknowledges the WRITEs before it (the requester takes it as an
+  // implicit ACK), so the coalescing count restarts.
   if (!dup) {
     ++stats_.packets_executed;
     r.epsn = (r.epsn + 1) & kPsnMask;
     r.nak_sent = false;
+    r.unacked_wrs = 0;
   }
   SendResp(ri, r, e.a, kReadResp, e.c);
 }
@@ -484,12 +495,13 @@ void Fabric::CompleteHead(uint32_t qi, Qp& q) {
   EmitCqe(qi, q, w, WcStatus::kSuccess);
 }
 
-void Fabric::AckUpTo(uint32_t qi, Qp& q, uint64_t last) {
+void Fabric::AckUpTo(uint32_t qi, Qp& q, uint64_t last, bool implied_nak) {
   bool progress = false;
   while (q.done_seq < q.post_seq && q.ack_vpsn <= last && Executing(q.attr.qp_state)) {
     Wr& w = q.sq[q.done_seq % q.sq.size()];
     const uint64_t end = w.vpsn_first + w.npkts;
     if (w.wr.opcode == hal::Opcode::kRdmaRead) {
+      if (!implied_nak) break;
       // An ACK beyond an unfinished READ: its response was lost (implied
       // NAK): retransmit from the READ.
       ++q.retransmits;
@@ -523,6 +535,15 @@ void Fabric::OnResp(const Event& e) {
       if (vpsn >= q.ack_vpsn) AckUpTo(e.a, q, vpsn);
       break;
     case kReadResp: {
+      if (vpsn > q.ack_vpsn) {
+        // A READ response implicitly acknowledges every earlier request
+        // (IBA 9.7.5.1.2): WRITEs before this READ may have had their
+        // coalesced ACK deferred because this READ was behind them on the
+        // wire. Without this a WRITE followed by a READ waited for the
+        // retry timer with no loss (ferry-bench p999 = the ACK timeout).
+        AckUpTo(e.a, q, vpsn - 1, /*implied_nak=*/false);
+        if (!Executing(q.attr.qp_state)) return;
+      }
       if (vpsn != q.ack_vpsn || q.done_seq >= q.post_seq) return;
       Wr& w = q.sq[q.done_seq % q.sq.size()];
       if (w.wr.opcode != hal::Opcode::kRdmaRead || vpsn < w.vpsn_first ||
@@ -534,10 +555,14 @@ void Fabric::OnResp(const Event& e) {
       const uint64_t off = (vpsn - w.vpsn_first) * mtu;
       const uint64_t len = off < w.len ? std::min(mtu, w.len - off) : 0;
       if (len > 0) {
-        if (q.dst_dev == kNone) return;
-        const Mr* m = ResolveRkey(q.dst_dev, kNone, w.wr.rkey, w.wr.remote_addr, w.len,
-                                  hal::kAccessRemoteRead);
-        if (m == nullptr) return;  // target fenced meanwhile: retry will NAK
+        const Mr* m = q.dst_dev == kNone
+                          ? nullptr
+                          : ResolveRkey(q.dst_dev, kNone, w.wr.rkey, w.wr.remote_addr, w.len,
+                                        hal::kAccessRemoteRead);
+        if (m == nullptr) {  // target fenced meanwhile: lost, the retry will NAK
+          ++q.path_faults;
+          return;
+        }
         uint8_t* src = m->addr + (w.wr.remote_addr - reinterpret_cast<uint64_t>(m->addr)) + off;
         ShadowCheck(src, len, false, "remote source of READ");
         if (!DmaLocal(e.a, q, w, off, len, src, false)) {
@@ -591,6 +616,7 @@ void Fabric::OnTimer(const Event& e) {
     ArmTimer(e.a, q);
     return;
   }
+  if (q.path_faults == 0) ++stats_.timeouts_without_loss;  // a sim bug: see FabricStats
   // rxe never counts retry_cnt 7 down: it retries forever (rxe_comp.c).
   const bool forever = config_.profile == RnicProfile::kRxe && q.attr.retry_cnt == 7;
   if (++q.retries > q.attr.retry_cnt && !forever) {

@@ -261,6 +261,78 @@ TEST_P(Rnic, RetransmitAfterLossCompletesWithRightBytes) {
   EXPECT_EQ(0, std::memcmp(w.a().buf.data(), w.b().buf.data(), 3000));
 }
 
+// Regression (ferry-bench, WRITE 4 KiB, 4 streams, --verify: p999 67 ms =
+// the ACK timeout with no fault): a WRITE whose last packet had a READ
+// request right behind it on the wire got no coalesced ACK (the responder
+// waited for "more" packets), and the READ response did not acknowledge the
+// WRITE at the requester (IBA: a READ response implicitly acknowledges every
+// earlier request), so the WRITE waited for the retransmit timer.
+TEST_P(Rnic, NoTimeoutWithoutLossWhenReadFollowsWrite) {
+  World w(Cfg());
+  auto p = w.Connect(64, /*timeout=*/14);
+  hal::SendWr wrs[2] = {w.Write(1, 0, 0, 4096), w.Read(2, 16384, 8192, 4096)};
+  const uint64_t t0 = w.clock().NowNs();
+  ASSERT_TRUE(w.va().PostSend(p.a.qp, wrs).status.ok());
+  auto wcs = w.PollN(w.a(), 2);
+  ASSERT_EQ(wcs.size(), 2u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(wcs[1].status, WcStatus::kSuccess);
+  EXPECT_LT(w.clock().NowNs() - t0, 100'000u);  // the timeout is 67 ms
+  EXPECT_EQ(*w.fabric().RetransmitsOf(p.a.qp), 0u);
+  EXPECT_EQ(w.fabric().stats().retransmits, 0u);
+  EXPECT_EQ(w.fabric().stats().timeouts_without_loss, 0u);
+}
+
+// With no fault configured, every packet is delivered and acknowledged: over
+// a seeded mix of WRITE and READ chains (sizes 0 B .. 9000 B, unsignaled WRs,
+// several QPs on one CQ) no timer may fire and nothing is retransmitted.
+TEST_P(Rnic, MixedWorkloadWithoutFaultsNeverRetransmits) {
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    World w(Cfg(), seed, /*cqe=*/4096);
+    constexpr uint32_t kQps = 4;
+    std::vector<World::Pair> pairs;
+    for (uint32_t i = 0; i < kQps; ++i) pairs.push_back(w.Connect(64, /*timeout=*/14));
+    Prng rng(seed * 1000 + 7);
+    constexpr uint32_t kSizes[] = {0, 64, 1000, 1024, 4096, 9000};
+    uint64_t signaled = 0;
+    const uint64_t t0 = w.clock().NowNs();
+    for (uint32_t round = 0; round < 40; ++round) {
+      for (uint32_t qi = 0; qi < kQps; ++qi) {
+        const uint32_t n = 1 + static_cast<uint32_t>(rng.Below(6));
+        std::vector<hal::SendWr> chain;
+        for (uint32_t k = 0; k < n; ++k) {
+          const uint32_t len = kSizes[rng.Below(std::size(kSizes))];
+          const bool sig = k + 1 == n || rng.Below(2) == 0;
+          const uint64_t id = round * 100 + qi * 10 + k;
+          // WRITEs use the low 16 KiB, READs land in the high 16 KiB.
+          chain.push_back(rng.Below(2) == 0 ? w.Write(id, 0, 0, len, sig)
+                                            : w.Read(id, 16384, 16384, len, sig));
+          signaled += sig ? 1 : 0;
+        }
+        ASSERT_TRUE(w.va().PostSend(pairs[qi].a.qp, chain).status.ok());
+      }
+      w.fabric().RunFor(rng.Below(20'000));
+      // Keep the SQs from filling: poll what is there.
+      hal::WorkCompletion wc[64];
+      for (int guard = 0; guard < 64; ++guard) {
+        auto got = w.va().PollCq(w.a().cq, absl::MakeSpan(wc, 64));
+        ASSERT_TRUE(got.ok());
+        for (uint32_t i = 0; i < *got; ++i) ASSERT_EQ(wc[i].status, WcStatus::kSuccess);
+        signaled -= *got;
+        if (*got == 0) break;
+      }
+    }
+    auto wcs = w.PollN(w.a(), signaled);
+    ASSERT_EQ(wcs.size(), signaled) << "seed " << seed;
+    for (const auto& wc : wcs) EXPECT_EQ(wc.status, WcStatus::kSuccess);
+    EXPECT_LT(w.clock().NowNs() - t0, 67'000'000u) << "seed " << seed;
+    EXPECT_EQ(w.fabric().stats().retransmits, 0u) << "seed " << seed;
+    EXPECT_EQ(w.fabric().stats().duplicates, 0u) << "seed " << seed;
+    EXPECT_EQ(w.fabric().stats().packets_dropped, 0u) << "seed " << seed;
+    EXPECT_EQ(w.fabric().stats().timeouts_without_loss, 0u) << "seed " << seed;
+  }
+}
+
 // ---------------------------------------------------------------- responder
 
 TEST_P(Rnic, ResponderInInitDropsSilently) {
