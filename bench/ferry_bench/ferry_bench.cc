@@ -18,7 +18,10 @@
 //                The target maps its buffer at a fixed address
 //                (kRealTargetBase) so the initiator knows where to point
 //                without a side channel (the public API has no call that
-//                lists a peer segment's buffers).
+//                lists a peer segment's buffers). The initiator ends with a
+//                "totals:" line that scripts/softroce/ferry-bench-real and
+//                tests/softroce/ferry_bench_real.sh parse: keep its format.
+//                On Soft-RoCE pass --gid_index (auto picks index 0).
 //
 // What must stay true: a point's bytes count only COMPLETED tasks; any
 // other terminal status or a byte mismatch is reported and makes the exit
@@ -102,7 +105,7 @@ void Usage() {
                "usage: ferry-bench [--mode sim|real] [--seed N] [--block 4096,65536]\n"
                "         [--batch 1,16] [--threads 1,4] [--op write|read|both]\n"
                "         [--point_mib N] [--point_ms N] [--verify] [--workers N] [--qps N]\n"
-               "         [--wr_depth N] [--slice_kib N]\n"
+               "         [--wr_depth N] [--slice_kib N] [--task_timeout_ms N]\n"
                "       real mode: --role target|initiator --listen HOST:PORT --device NAME\n"
                "         [--gid_index N (default: auto)] [--timeout_exp N (QP ACK timeout)]\n"
                "         [--poll_us N (user threads sleep N us between status polls)]\n"
@@ -171,6 +174,8 @@ std::optional<Options> Parse(int argc, char** argv) {
       o.config.slice_size_bytes = n * 1024;
     } else if (a == "--gid_index" && num) {
       o.config.gid_index = static_cast<int>(n);
+    } else if (a == "--task_timeout_ms" && num && n > 0) {
+      o.config.slice_timeout_ns = n * 1'000'000;
     } else if (a == "--timeout_exp" && num) {
       o.config.qp_timeout_exp = static_cast<uint8_t>(n);
     } else {
@@ -399,7 +404,7 @@ void PrintPoint(const Point& p, PointResult& r, bool sim) {
   std::printf(
       "%-5s %8" PRIu64 " %5" PRIu64 " %7" PRIu64 " %8" PRIu64 " %10s %10s %9.1f %9.1f %9.1f %s\n",
       std::string(OpKindName(p.op)).c_str(), p.block, p.batch, p.threads, r.batches,
-      absl::StrFormat(sim ? "%.2f" : "%.4f", gbs).c_str(),
+      (sim ? absl::StrFormat("%.2f", gbs) : absl::StrFormat("%.4f", gbs)).c_str(),
       sim ? absl::StrFormat("%.2f", wall).c_str() : absl::StrFormat("%.3f", gbs * 8).c_str(), p50,
       p99, p999, status.c_str());
   std::fflush(stdout);
