@@ -67,7 +67,7 @@ struct FabricConfig {
   // Network model (per packet).
   uint64_t link_latency_ns = 1000;
   uint64_t link_jitter_ns = 200;            // uniform extra delay; per-path FIFO kept
-  uint64_t link_gbps = 100;                 // serialization
+  uint64_t link_gbps = 100;                 // serialization, per port and direction
   Ratio straggler = kNever;                 // chance a packet is delayed up to...
   uint64_t fabric_lifetime_ns = 1'000'000;  // ...this long (in-flight lifetime)
 
@@ -304,6 +304,9 @@ class Fabric final : public Actor {
     uint64_t guid = 0;
     bool port_up = true;
     uint64_t rtr_fail_until_ns = 0;
+    // Egress serialization of the port (per direction, shared by every QP
+    // of the device: requests, ACK/NAKs and READ responses it sends).
+    uint64_t tx_free_ns = 0;
     uint32_t live_qp = 0, live_cq = 0, live_mr = 0, live_pd = 0;
     uint32_t cq_ordinal = 0;
     absl::flat_hash_map<uint32_t, uint32_t> qpn_to_qp;  // lookup only
@@ -371,7 +374,7 @@ class Fabric final : public Actor {
     uint64_t post_seq = 0, done_seq = 0, free_seq = 0, send_seq = 0;
     uint64_t next_vpsn = 0, sent_vpsn = 0, ack_vpsn = 0;
     uint32_t psn_base = 0;  // wire psn = (psn_base + vpsn) & 0xffffff
-    uint64_t tx_free_ns = 0, last_req_arrival_ns = 0, last_resp_arrival_ns = 0;
+    uint64_t last_req_arrival_ns = 0, last_resp_arrival_ns = 0;
     uint32_t retries = 0;
     uint64_t last_progress_ns = 0;
     bool timer_pending = false;
@@ -460,7 +463,10 @@ class Fabric final : public Actor {
   void OnReq(const Event& e);
   void OnResp(const Event& e);
   void OnTimer(const Event& e);
-  void SendResp(uint32_t ri, Qp& resp_qp, uint32_t req_qi, RespKind kind, uint64_t vpsn);
+  // `payload_bytes`: a READ response's data (ACK/NAK: 0); serialized on the
+  // responder's port.
+  void SendResp(uint32_t ri, Qp& resp_qp, uint32_t req_qi, RespKind kind, uint64_t vpsn,
+                uint64_t payload_bytes = 0);
   // Completes the WRITEs acknowledged up to vpsn_last. A READ at the head
   // means its response was lost (implied NAK): retransmit from it, unless
   // `implied_nak` is false (then stop there).
@@ -482,6 +488,9 @@ class Fabric final : public Actor {
   const Mr* ResolveRkey(uint32_t dev, uint32_t pd, uint32_t rkey, uint64_t addr, uint64_t len,
                         uint32_t need_access) const;
   // `path_faults` (nullable) counts a straggler delay.
+  // Reserves `payload_bytes` + headers on device `dev`'s egress port from
+  // now; returns when the packet has left.
+  uint64_t Serialize(uint32_t dev, uint64_t payload_bytes);
   uint64_t Arrival(uint64_t depart_ns, uint64_t* last_arrival_ns, uint64_t* path_faults);
   bool PacketLost(uint32_t src_dev, uint32_t dst_dev);
   void DestroyQpNow(uint32_t qi, bool scrub);

@@ -268,6 +268,9 @@ void Fabric::Kick(uint32_t qi) {
   Qp& q = *qps_[qi];
   if (!q.alive || q.attr.qp_state != QpState::kRts || q.hung) return;
   const bool was_idle = q.sent_vpsn == q.ack_vpsn;
+  // The retry timer of an idle QP starts when its first packet starts to
+  // leave, not when it joins the port's queue behind other QPs' packets.
+  const uint64_t tx_start_ns = std::max(clock_->NowNs(), devices_[q.dev].tx_free_ns);
   while (q.send_seq < q.post_seq) {
     Wr& w = q.sq[q.send_seq % q.sq.size()];
     if (!w.started && !StartWr(qi, q, w)) return;
@@ -276,8 +279,16 @@ void Fabric::Kick(uint32_t qi) {
     for (; q.sent_vpsn < end; ++q.sent_vpsn) SendReq(qi, q, w, q.sent_vpsn);
     ++q.send_seq;
   }
-  if (was_idle && q.sent_vpsn != q.ack_vpsn) q.last_progress_ns = clock_->NowNs();
+  if (was_idle && q.sent_vpsn != q.ack_vpsn) q.last_progress_ns = tx_start_ns;
   ArmTimer(qi, q);
+}
+
+uint64_t Fabric::Serialize(uint32_t dev, uint64_t payload_bytes) {
+  Device& d = devices_[dev];
+  const uint64_t ser =
+      std::max<uint64_t>(1, (payload_bytes + kHeaderBytes) * 8 / config_.link_gbps);
+  d.tx_free_ns = std::max(clock_->NowNs(), d.tx_free_ns) + ser;
+  return d.tx_free_ns;
 }
 
 uint64_t Fabric::Arrival(uint64_t depart_ns, uint64_t* last_arrival_ns, uint64_t* path_faults) {
@@ -303,8 +314,7 @@ void Fabric::SendReq(uint32_t qi, Qp& q, Wr& w, uint64_t vpsn) {
   const uint64_t off = (vpsn - w.vpsn_first) * mtu;
   const uint64_t len =
       w.wr.opcode == hal::Opcode::kRdmaWrite && off < w.len ? std::min(mtu, w.len - off) : 0;
-  const uint64_t ser = std::max<uint64_t>(1, (len + kHeaderBytes) * 8 / config_.link_gbps);
-  q.tx_free_ns = std::max(clock_->NowNs(), q.tx_free_ns) + ser;
+  const uint64_t depart_ns = Serialize(q.dev, len);
   if (q.script_drop > 0) {
     --q.script_drop;
     CountFault(FaultKind::kPacketLoss);
@@ -317,20 +327,22 @@ void Fabric::SendReq(uint32_t qi, Qp& q, Wr& w, uint64_t vpsn) {
     ++q.path_faults;
     return;
   }
-  const uint64_t t = Arrival(q.tx_free_ns, &q.last_req_arrival_ns, &q.path_faults);
+  const uint64_t t = Arrival(depart_ns, &q.last_req_arrival_ns, &q.path_faults);
   Push(EvType::kReq, t, qi, static_cast<uint32_t>(w.seq), vpsn,
        static_cast<uint32_t>((q.psn_base + vpsn) & kPsnMask), ReqChan(qi));
 }
 
-void Fabric::SendResp(uint32_t ri, Qp& r, uint32_t req_qi, RespKind kind, uint64_t vpsn) {
+void Fabric::SendResp(uint32_t ri, Qp& r, uint32_t req_qi, RespKind kind, uint64_t vpsn,
+                      uint64_t payload_bytes) {
   ++stats_.packets_sent;
   Qp& req = *qps_[req_qi];
+  const uint64_t depart_ns = Serialize(r.dev, payload_bytes);
   if (PacketLost(r.dev, req.dev)) {
     ++stats_.packets_dropped;
     ++req.path_faults;
     return;
   }
-  const uint64_t t = Arrival(clock_->NowNs(), &r.last_resp_arrival_ns, &req.path_faults);
+  const uint64_t t = Arrival(depart_ns, &r.last_resp_arrival_ns, &req.path_faults);
   Push(EvType::kResp, t, req_qi, kind, vpsn, 0, RespChan(ri));
 }
 
@@ -483,7 +495,7 @@ void Fabric::OnReq(const Event& e) {
     r.nak_sent = false;
     r.unacked_wrs = 0;
   }
-  SendResp(ri, r, e.a, kReadResp, e.c);
+  SendResp(ri, r, e.a, kReadResp, e.c, len);  // carries the data: serialized
 }
 
 // ------------------------------------------------------------------ responses

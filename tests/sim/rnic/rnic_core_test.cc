@@ -333,6 +333,40 @@ TEST_P(Rnic, MixedWorkloadWithoutFaultsNeverRetransmits) {
   }
 }
 
+// Link bandwidth is per port and direction: two QPs of one device share
+// their port's egress (together at most link_gbps), and READ responses are
+// serialized on the responder's port like WRITE packets.
+TEST_P(Rnic, PortSerializationIsSharedAcrossQpsAndCoversReadResponses) {
+  FabricConfig cfg = Cfg();
+  cfg.link_jitter_ns = 0;
+  World w(cfg, 1, 256, 1 << 20);
+  auto p0 = w.Connect();
+  auto p1 = w.Connect();
+  constexpr uint32_t kLen = 256 * 1024;
+  // Wire time of one 256 KiB WR at 100 Gb/s (MTU 1024 + 58 B headers).
+  const uint64_t wire_ns = (kLen / 1024) * ((1024 + 58) * 8 / cfg.link_gbps);
+  hal::SendWr a = w.Write(1, 0, 0, kLen);
+  hal::SendWr b = w.Write(2, kLen, kLen, kLen);
+  uint64_t t0 = w.clock().NowNs();
+  ASSERT_TRUE(w.va().PostSend(p0.a.qp, {&a, 1}).status.ok());
+  ASSERT_TRUE(w.va().PostSend(p1.a.qp, {&b, 1}).status.ok());
+  auto wcs = w.PollN(w.a(), 2);
+  ASSERT_EQ(wcs.size(), 2u);
+  // Per-QP serialization would finish both in about one wire time.
+  EXPECT_GE(w.clock().NowNs() - t0, 2 * wire_ns);
+  EXPECT_LT(w.clock().NowNs() - t0, 2 * wire_ns + 20'000);
+  // A READ's data crosses the link in the responses: at least its wire time.
+  hal::SendWr r = w.Read(3, 2 * kLen, 0, kLen);
+  t0 = w.clock().NowNs();
+  ASSERT_TRUE(w.va().PostSend(p0.a.qp, {&r, 1}).status.ok());
+  wcs = w.PollN(w.a(), 1);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kSuccess);
+  EXPECT_GE(w.clock().NowNs() - t0, wire_ns);
+  EXPECT_EQ(0, std::memcmp(w.a().buf.data() + 2 * kLen, w.b().buf.data(), kLen));
+  EXPECT_EQ(w.fabric().stats().retransmits, 0u);
+}
+
 // ---------------------------------------------------------------- responder
 
 TEST_P(Rnic, ResponderInInitDropsSilently) {
