@@ -69,7 +69,7 @@ bool Context::empty() const {
     if (c.held()) return false;
   for (const auto& c : cqs_)
     if (c.held()) return false;
-  absl::MutexLock l(&mu_);
+  base::MutexLock l(&mu_);
   for (const auto& [id, r] : regions_)
     if (r.mr.held()) return false;
   return true;
@@ -160,7 +160,7 @@ absl::Status Context::Disable() {
     if (!s.ok() && first.ok()) first = std::move(s);
   };
   {
-    absl::MutexLock l(&mu_);
+    base::MutexLock l(&mu_);
     for (auto& [id, r] : regions_) note(r.mr.Reset());
   }
   for (OwnedCq& cq : cqs_) note(cq.Reset());
@@ -180,7 +180,7 @@ absl::Status Context::Disable() {
 
 void Context::ForgetAll() {
   {
-    absl::MutexLock l(&mu_);
+    base::MutexLock l(&mu_);
     for (auto& [id, r] : regions_) r.mr.Forget();
   }
   for (OwnedCq& cq : cqs_) cq.Forget();
@@ -199,7 +199,7 @@ absl::Status Context::Reenable() {
   enabled_ = false;
   FERRY_CHECK(empty());
   FERRY_RETURN_IF_ERROR(Enable());
-  absl::MutexLock l(&mu_);
+  base::MutexLock l(&mu_);
   for (auto& [id, r] : regions_) {
     FERRY_ASSIGN_OR_RETURN(
         hal::MrInfo info,
@@ -242,7 +242,7 @@ absl::StatusOr<RegionKeys> Context::RegisterRegion(uint64_t region, void* addr, 
       hal::MrInfo info,
       verbs_->RegMr(pd_.get(), addr, len_bytes,
                     hal::kAccessLocalWrite | hal::kAccessRemoteWrite | hal::kAccessRemoteRead));
-  absl::MutexLock l(&mu_);
+  base::MutexLock l(&mu_);
   FERRY_CHECK(regions_.find(region) == regions_.end());
   Region& r = regions_[region];
   r.addr = addr;
@@ -253,7 +253,7 @@ absl::StatusOr<RegionKeys> Context::RegisterRegion(uint64_t region, void* addr, 
 }
 
 absl::Status Context::DeregisterRegion(uint64_t region) {
-  absl::MutexLock l(&mu_);
+  base::MutexLock l(&mu_);
   auto it = regions_.find(region);
   if (it == regions_.end()) return absl::NotFoundError(absl::StrCat("no region ", region));
   FERRY_RETURN_IF_ERROR(it->second.mr.Reset());
@@ -262,14 +262,14 @@ absl::Status Context::DeregisterRegion(uint64_t region) {
 }
 
 absl::StatusOr<RegionKeys> Context::KeysOf(uint64_t region) const {
-  absl::MutexLock l(&mu_);
+  base::MutexLock l(&mu_);
   auto it = regions_.find(region);
   if (it == regions_.end()) return absl::NotFoundError(absl::StrCat("no region ", region));
   return it->second.keys;
 }
 
 size_t Context::region_count() const {
-  absl::MutexLock l(&mu_);
+  base::MutexLock l(&mu_);
   return regions_.size();
 }
 

@@ -36,8 +36,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "base/mutation.h"
+#include "base/mutex.h"
 #include "engine/handles.h"
 #include "ferry/config.h"
 #include "hal/types.h"
@@ -173,7 +173,7 @@ class Context {
   std::atomic<uint32_t> parked_{0};
   std::atomic<uint64_t> epoch_{0};
 
-  mutable absl::Mutex mu_;
+  mutable base::Mutex mu_;
   std::map<uint64_t, Region> regions_ ABSL_GUARDED_BY(mu_);
 };
 

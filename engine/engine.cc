@@ -95,7 +95,7 @@ absl::StatusOr<std::unique_ptr<EngineImpl>> EngineImpl::Create(
   // DEVICE_FATAL re-enable changed a context's rkeys: peers must fetch a
   // new descriptor (C7).
   e->worker_env_.context_reenabled = [self = e.get()](uint32_t) {
-    absl::MutexLock l(&self->mu_);
+    base::MutexLock l(&self->mu_);
     ++self->version_;
   };
   std::vector<std::string> nics;
@@ -131,7 +131,7 @@ absl::Status EngineImpl::RegisterMemory(void* addr, size_t len_bytes) {
   if (addr == nullptr) return absl::InvalidArgumentError("RegisterMemory: null address");
   if (len_bytes == 0) return absl::InvalidArgumentError("RegisterMemory: zero length");
   if (a + len_bytes < a) return absl::InvalidArgumentError("RegisterMemory: range overflows");
-  absl::MutexLock l(&mu_);
+  base::MutexLock l(&mu_);
   if (shutdown_) return absl::FailedPreconditionError("engine is shutting down");
   for (const auto& [start, r] : regions_)
     if (a < r.addr + r.len_bytes && r.addr < a + len_bytes)
@@ -152,7 +152,7 @@ absl::Status EngineImpl::RegisterMemory(void* addr, size_t len_bytes) {
 
 absl::Status EngineImpl::UnregisterMemory(void* addr) {
   const uint64_t a = reinterpret_cast<uint64_t>(addr);
-  absl::MutexLock l(&mu_);
+  base::MutexLock l(&mu_);
   auto it = regions_.find(a);
   if (it == regions_.end()) return absl::NotFoundError("UnregisterMemory: no range starts there");
   const Region r = it->second;
@@ -169,7 +169,7 @@ absl::Status EngineImpl::UnregisterMemory(void* addr) {
 }
 
 SegmentDescriptor EngineImpl::LocalSegment() const {
-  absl::MutexLock l(&mu_);
+  base::MutexLock l(&mu_);
   SegmentDescriptor d;
   d.address = env_.control_net->LocalAddress();
   d.incarnation = incarnation_;
@@ -199,7 +199,7 @@ absl::StatusOr<OpenToken> EngineImpl::OpenSegmentAsync(std::string_view host_por
   FERRY_RETURN_IF_ERROR(ValidateHostPort(host_port));
   uint64_t token = 0;
   {
-    absl::MutexLock l(&mu_);
+    base::MutexLock l(&mu_);
     if (shutdown_) return absl::FailedPreconditionError("engine is shutting down");
     token = next_token_++;
     OpenState& o = opens_[token];
@@ -216,7 +216,7 @@ absl::StatusOr<OpenToken> EngineImpl::OpenSegmentAsync(std::string_view host_por
 }
 
 void EngineImpl::DescriptorArrived(uint64_t token, const SegmentDescriptor& d) {
-  absl::MutexLock l(&mu_);
+  base::MutexLock l(&mu_);
   auto it = opens_.find(token);
   if (it == opens_.end() || d.address != it->second.address) return;
   it->second.descriptor = d;
@@ -225,7 +225,7 @@ void EngineImpl::DescriptorArrived(uint64_t token, const SegmentDescriptor& d) {
 absl::StatusOr<std::optional<SegmentHandle>> EngineImpl::PollOpenSegment(OpenToken token) {
   std::string resend_to;
   {
-    absl::MutexLock l(&mu_);
+    base::MutexLock l(&mu_);
     auto it = opens_.find(token.id);
     if (it == opens_.end()) return absl::NotFoundError("unknown open token");
     OpenState& o = it->second;
@@ -258,7 +258,7 @@ absl::StatusOr<std::optional<SegmentHandle>> EngineImpl::PollOpenSegment(OpenTok
 }
 
 absl::Status EngineImpl::CloseSegment(SegmentHandle segment) {
-  absl::MutexLock l(&mu_);
+  base::MutexLock l(&mu_);
   if (segments_.erase(segment.id) == 0) return absl::NotFoundError("unknown segment");
   segment_ranges_.erase(segment.id);
   return absl::OkStatus();
@@ -269,7 +269,7 @@ absl::StatusOr<BatchId> EngineImpl::AllocateBatch(uint32_t capacity) {
   if (capacity == 0 || capacity > config_.batch_capacity_max)
     return absl::InvalidArgumentError(
         absl::StrCat("batch capacity ", capacity, " not in 1..", config_.batch_capacity_max));
-  absl::MutexLock l(&mu_);
+  base::MutexLock l(&mu_);
   if (shutdown_) return absl::FailedPreconditionError("engine is shutting down");
   const uint64_t id = next_batch_++;
   batches_[id].capacity = capacity;
@@ -280,7 +280,7 @@ SubmitResult EngineImpl::Submit(BatchId batch, absl::Span<const Request> request
   SubmitResult out;
   std::vector<std::pair<uint32_t, std::shared_ptr<TaskRoute>>> routed;
   {
-    absl::MutexLock l(&mu_);
+    base::MutexLock l(&mu_);
     if (shutdown_) {
       out.status = absl::FailedPreconditionError("engine is shutting down");
       return out;
@@ -364,7 +364,7 @@ SubmitResult EngineImpl::Submit(BatchId batch, absl::Span<const Request> request
 }
 
 absl::StatusOr<TaskStatus> EngineImpl::GetTaskStatus(TaskId task) const {
-  absl::MutexLock l(&mu_);
+  base::MutexLock l(&mu_);
   auto it = batches_.find(task.batch.id);
   if (it == batches_.end()) return absl::NotFoundError("unknown batch");
   if (task.index >= it->second.tasks.size()) return TaskStatus::kInvalid;
@@ -372,14 +372,14 @@ absl::StatusOr<TaskStatus> EngineImpl::GetTaskStatus(TaskId task) const {
 }
 
 std::shared_ptr<const engine::Task> EngineImpl::TaskOf(TaskId task) const {
-  absl::MutexLock l(&mu_);
+  base::MutexLock l(&mu_);
   auto it = batches_.find(task.batch.id);
   if (it == batches_.end() || task.index >= it->second.tasks.size()) return nullptr;
   return it->second.tasks[task.index]->task;
 }
 
 absl::StatusOr<BatchStatus> EngineImpl::GetBatchStatus(BatchId batch) const {
-  absl::MutexLock l(&mu_);
+  base::MutexLock l(&mu_);
   auto it = batches_.find(batch.id);
   if (it == batches_.end()) return absl::NotFoundError("unknown batch");
   BatchStatus bs;
@@ -406,7 +406,7 @@ absl::StatusOr<BatchStatus> EngineImpl::GetBatchStatus(BatchId batch) const {
 absl::Status EngineImpl::Cancel(TaskId task) {
   std::shared_ptr<TaskRoute> t;
   {
-    absl::MutexLock l(&mu_);
+    base::MutexLock l(&mu_);
     auto it = batches_.find(task.batch.id);
     if (it == batches_.end() || task.index >= it->second.tasks.size())
       return absl::NotFoundError("unknown task");
@@ -422,7 +422,7 @@ absl::Status EngineImpl::Cancel(TaskId task) {
 absl::Status EngineImpl::CancelBatch(BatchId batch) {
   uint32_t n = 0;
   {
-    absl::MutexLock l(&mu_);
+    base::MutexLock l(&mu_);
     auto it = batches_.find(batch.id);
     if (it == batches_.end()) return absl::NotFoundError("unknown batch");
     n = static_cast<uint32_t>(it->second.tasks.size());
@@ -432,7 +432,7 @@ absl::Status EngineImpl::CancelBatch(BatchId batch) {
 }
 
 absl::Status EngineImpl::FreeBatch(BatchId batch) {
-  absl::MutexLock l(&mu_);
+  base::MutexLock l(&mu_);
   auto it = batches_.find(batch.id);
   if (it == batches_.end()) return absl::NotFoundError("unknown batch");
   for (const auto& t : it->second.tasks)
@@ -444,7 +444,7 @@ absl::Status EngineImpl::FreeBatch(BatchId batch) {
 
 PendingReport EngineImpl::Pending() const {
   PendingReport r;
-  absl::MutexLock l(&mu_);
+  base::MutexLock l(&mu_);
   for (const auto& [id, b] : batches_)
     for (size_t i = 0; i < b.tasks.size(); ++i)
       if (!IsTerminal(b.tasks[i]->task->status()))
@@ -470,7 +470,7 @@ PendingReport EngineImpl::Pending() const {
 void EngineImpl::BeginShutdown() {
   std::vector<std::shared_ptr<TaskRoute>> all;
   {
-    absl::MutexLock l(&mu_);
+    base::MutexLock l(&mu_);
     if (shutdown_) return;
     shutdown_ = true;
     for (const auto& [id, b] : batches_)
@@ -489,7 +489,7 @@ void EngineImpl::BeginShutdown() {
 }
 
 bool EngineImpl::shutting_down() const {
-  absl::MutexLock l(&mu_);
+  base::MutexLock l(&mu_);
   return shutdown_;
 }
 
@@ -502,7 +502,7 @@ bool EngineImpl::WorkersDrained() const {
 absl::Status EngineImpl::FinishShutdown() {
   absl::Status first;
   {
-    absl::MutexLock l(&mu_);
+    base::MutexLock l(&mu_);
     regions_.clear();
   }
   for (auto& c : contexts_) {

@@ -27,8 +27,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "base/mutation.h"
+#include "base/mutex.h"
 #include "engine/async_events.h"
 #include "engine/context.h"
 #include "engine/handles.h"
@@ -135,7 +135,7 @@ class EngineImpl {
   std::unique_ptr<engine::AsyncReader> async_;
   std::function<void(uint32_t)> wake_;
 
-  mutable absl::Mutex mu_;
+  mutable base::Mutex mu_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t next_region_ ABSL_GUARDED_BY(mu_) = 1;

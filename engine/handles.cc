@@ -30,37 +30,37 @@ std::string_view HandleKindName(HandleKind k) {
 }
 
 void HandleLedger::Created(HandleKind k) {
-  absl::MutexLock l(&mu_);
+  base::MutexLock l(&mu_);
   ++counts_[static_cast<size_t>(k)].created;
 }
 void HandleLedger::Destroyed(HandleKind k) {
-  absl::MutexLock l(&mu_);
+  base::MutexLock l(&mu_);
   Counts& c = counts_[static_cast<size_t>(k)];
   ++c.destroyed;
   FERRY_CHECK_LE(c.destroyed + c.forgotten, c.created);
 }
 void HandleLedger::Forgotten(HandleKind k) {
-  absl::MutexLock l(&mu_);
+  base::MutexLock l(&mu_);
   Counts& c = counts_[static_cast<size_t>(k)];
   ++c.forgotten;
   FERRY_CHECK_LE(c.destroyed + c.forgotten, c.created);
 }
 void HandleLedger::DestroyFailed(HandleKind k) {
-  absl::MutexLock l(&mu_);
+  base::MutexLock l(&mu_);
   ++counts_[static_cast<size_t>(k)].destroy_failures;
 }
 HandleLedger::Counts HandleLedger::Get(HandleKind k) const {
-  absl::MutexLock l(&mu_);
+  base::MutexLock l(&mu_);
   return counts_[static_cast<size_t>(k)];
 }
 uint64_t HandleLedger::LiveTotal() const {
-  absl::MutexLock l(&mu_);
+  base::MutexLock l(&mu_);
   uint64_t n = 0;
   for (const Counts& c : counts_) n += c.live();
   return n;
 }
 std::string HandleLedger::ToString() const {
-  absl::MutexLock l(&mu_);
+  base::MutexLock l(&mu_);
   std::string out;
   for (size_t i = 0; i < counts_.size(); ++i) {
     const Counts& c = counts_[i];

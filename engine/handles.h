@@ -29,7 +29,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 #include "hal/types.h"
 #include "hal/verbs.h"
 
@@ -59,7 +59,7 @@ class HandleLedger {
   std::string ToString() const;
 
  private:
-  mutable absl::Mutex mu_;
+  mutable base::Mutex mu_;
   std::array<Counts, static_cast<size_t>(HandleKind::kCount)> counts_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -53,7 +53,7 @@ ThreadedRuntime::~ThreadedRuntime() {
 }
 
 void ThreadedRuntime::Start() {
-  absl::MutexLock l(&mu_);
+  base::MutexLock l(&mu_);
   FERRY_CHECK(!started_.load());
   started_.store(true);
   engine_->set_wake([this](uint32_t w) { Wake(w); });
@@ -65,7 +65,7 @@ void ThreadedRuntime::Start() {
 void ThreadedRuntime::Stop() {
   std::vector<std::thread> joining;
   {
-    absl::MutexLock l(&mu_);
+    base::MutexLock l(&mu_);
     if (stop_.exchange(true)) return;
     joining.swap(threads_);
   }

@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "base/mutex.h"
 
 namespace ferry {
 class EngineImpl;
@@ -97,7 +97,7 @@ class ThreadedRuntime {
   std::atomic<bool> started_{false};
   std::atomic<bool> stop_{false};
   ThreadedRuntimeStats stats_;
-  absl::Mutex mu_;  // Start/Stop may come from different user threads
+  base::Mutex mu_;  // Start/Stop may come from different user threads
   std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
 };
 

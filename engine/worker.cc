@@ -67,12 +67,12 @@ Worker::Worker(uint32_t id, WorkerEnv* env) : id_(id), env_(env), cfg_(*env->con
 Worker::~Worker() = default;
 
 void Worker::Push(InboxItem item) {
-  absl::MutexLock l(&mu_);
+  base::MutexLock l(&mu_);
   inbox_.push_back(std::move(item));
 }
 
 size_t Worker::InboxSize() const {
-  absl::MutexLock l(&mu_);
+  base::MutexLock l(&mu_);
   return inbox_.size();
 }
 
@@ -259,7 +259,7 @@ CqQuota& Worker::Ledger(hal::CqHandle cq) {
 void Worker::DrainInbox() {
   std::deque<InboxItem> items;
   {
-    absl::MutexLock l(&mu_);
+    base::MutexLock l(&mu_);
     const size_t n = std::min(inbox_.size(), kInboxDrainMax);
     for (size_t i = 0; i < n; ++i) {
       items.push_back(std::move(inbox_.front()));

@@ -52,8 +52,8 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "base/mutation.h"
+#include "base/mutex.h"
 #include "engine/context.h"
 #include "engine/cq_quota.h"
 #include "engine/endpoint.h"
@@ -297,7 +297,7 @@ class Worker {
   WorkerEnv* const env_;
   const EngineConfig& cfg_;
 
-  mutable absl::Mutex mu_;
+  mutable base::Mutex mu_;
   std::deque<InboxItem> inbox_ ABSL_GUARDED_BY(mu_);
 
   // Owner-only state below.

@@ -248,15 +248,15 @@ TcpControlNet::~TcpControlNet() { ::close(listen_fd_); }
 TcpControlNetStats TcpControlNet::stats() const {
   TcpControlNetStats s;
   {
-    absl::MutexLock lock(&stats_mu_);
+    base::MutexLock lock(&stats_mu_);
     s = stats_;
   }
   {
-    absl::MutexLock lock(&recv_mu_);
+    base::MutexLock lock(&recv_mu_);
     s.inbound_open = static_cast<uint32_t>(inbound_.size());
   }
   {
-    absl::MutexLock lock(&send_mu_);
+    base::MutexLock lock(&send_mu_);
     s.outbound_open = static_cast<uint32_t>(outbound_.size());
   }
   return s;
@@ -342,7 +342,7 @@ absl::Status TcpControlNet::Send(std::string_view peer, absl::Span<const uint8_t
 
   const std::string key(peer);
   const std::string what = absl::StrFormat("send to %s", peer);
-  absl::MutexLock lock(&send_mu_);
+  base::MutexLock lock(&send_mu_);
   // At most two attempts: a cached connection that the peer closed is
   // replaced once by a fresh one.
   for (int attempt = 0; attempt < 2; ++attempt) {
@@ -357,7 +357,7 @@ absl::Status TcpControlNet::Send(std::string_view peer, absl::Span<const uint8_t
       if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
         CloseOutbound(key);
         conn = nullptr;
-        absl::MutexLock stats_lock(&stats_mu_);
+        base::MutexLock stats_lock(&stats_mu_);
         ++stats_.outbound_reconnects;
       }
     }
@@ -390,7 +390,7 @@ absl::Status TcpControlNet::Send(std::string_view peer, absl::Span<const uint8_t
       break;
     }
     if (off == frame.size()) {
-      absl::MutexLock stats_lock(&stats_mu_);
+      base::MutexLock stats_lock(&stats_mu_);
       ++stats_.messages_sent;
       return absl::OkStatus();
     }
@@ -405,7 +405,7 @@ absl::Status TcpControlNet::Send(std::string_view peer, absl::Span<const uint8_t
     if (fresh || !closed) {
       return ErrnoToStatus(closed ? absl::StrCat(what, " (peer closed)") : what, err);
     }
-    absl::MutexLock stats_lock(&stats_mu_);
+    base::MutexLock stats_lock(&stats_mu_);
     ++stats_.outbound_reconnects;
   }
   return absl::UnavailableError(absl::StrCat(what, ": peer closed the connection twice"));
@@ -447,7 +447,7 @@ void TcpControlNet::AcceptNew(uint64_t now_ns) {
     if (fd.get() < 0) return;  // EAGAIN, or a transient error: retried next round
     if (victim != 0) {
       CloseInbound(victim);
-      absl::MutexLock stats_lock(&stats_mu_);
+      base::MutexLock stats_lock(&stats_mu_);
       ++stats_.inbound_evicted_idle;
     }
     auto conn = std::make_unique<Inbound>();
@@ -459,7 +459,7 @@ void TcpControlNet::AcceptNew(uint64_t now_ns) {
     inbound_[id] = std::move(conn);
     FERRY_CHECK_LE(inbound_.size(), options_.max_inbound_connections);
     {
-      absl::MutexLock stats_lock(&stats_mu_);
+      base::MutexLock stats_lock(&stats_mu_);
       ++stats_.inbound_accepted;
     }
     // A sender usually writes right after connecting: read now rather than
@@ -515,11 +515,11 @@ bool TcpControlNet::DecodeFrames(Inbound& conn, uint64_t now_ns) {
     FERRY_CHECK_LE(msg.bytes.size(), kMaxMessageBytes);
     ready_.push_back(std::move(msg));
     off += kTcpLengthPrefixBytes + len;
-    absl::MutexLock stats_lock(&stats_mu_);
+    base::MutexLock stats_lock(&stats_mu_);
     ++stats_.messages_received;
   }
   if (!ok) {
-    absl::MutexLock stats_lock(&stats_mu_);
+    base::MutexLock stats_lock(&stats_mu_);
     if (oversize) {
       ++stats_.inbound_dropped_oversize;
     } else {
@@ -542,7 +542,7 @@ bool TcpControlNet::ReadSome(Inbound& conn, uint64_t now_ns) {
   const ssize_t n = recv(conn.fd.get(), chunk, sizeof(chunk), MSG_DONTWAIT);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return true;
   if (n <= 0) {
-    absl::MutexLock stats_lock(&stats_mu_);
+    base::MutexLock stats_lock(&stats_mu_);
     if (conn.buf.empty()) {
       ++stats_.inbound_closed;
     } else {
@@ -558,7 +558,7 @@ bool TcpControlNet::ReadSome(Inbound& conn, uint64_t now_ns) {
 }
 
 absl::StatusOr<std::optional<Message>> TcpControlNet::Poll(uint64_t timeout_ns) {
-  absl::MutexLock lock(&recv_mu_);
+  base::MutexLock lock(&recv_mu_);
   const uint64_t start = MonotonicNowNs();
   const uint64_t deadline = timeout_ns > UINT64_MAX - start ? UINT64_MAX : start + timeout_ns;
   std::vector<pollfd> fds;
@@ -579,7 +579,7 @@ absl::StatusOr<std::optional<Message>> TcpControlNet::Poll(uint64_t timeout_ns) 
         const uint64_t stall_at = conn.frame_start_ns + options_.read_timeout_ns;
         if (now >= stall_at) {
           keep = false;
-          absl::MutexLock stats_lock(&stats_mu_);
+          base::MutexLock stats_lock(&stats_mu_);
           ++stats_.inbound_dropped_stalled;
         } else {
           next_stall_ns = std::min(next_stall_ns, stall_at);

@@ -44,8 +44,8 @@
 #include "absl/container/btree_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "base/mutex.h"
 #include "hal/control_net.h"
 
 namespace ferry::hal {
@@ -139,17 +139,17 @@ class TcpControlNet final : public ControlNet {
   const std::string local_address_;
   const TcpControlNetOptions options_;
 
-  mutable absl::Mutex recv_mu_;
+  mutable base::Mutex recv_mu_;
   uint64_t next_inbound_id_ ABSL_GUARDED_BY(recv_mu_) = 1;
   absl::btree_map<uint64_t, std::unique_ptr<Inbound>> inbound_ ABSL_GUARDED_BY(recv_mu_);
   std::deque<Message> ready_ ABSL_GUARDED_BY(recv_mu_);
 
-  mutable absl::Mutex send_mu_;
+  mutable base::Mutex send_mu_;
   uint64_t send_seq_ ABSL_GUARDED_BY(send_mu_) = 0;  // LRU clock for the cache
   absl::btree_map<std::string, std::unique_ptr<Outbound>, std::less<>> outbound_
       ABSL_GUARDED_BY(send_mu_);
 
-  mutable absl::Mutex stats_mu_;
+  mutable base::Mutex stats_mu_;
   TcpControlNetStats stats_ ABSL_GUARDED_BY(stats_mu_);
 };
 
