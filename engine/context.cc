@@ -82,6 +82,8 @@ absl::Status Context::Enable() {
   if (s.ok()) {
     enabled_ = true;
     reached_ = Stage::kDone;
+    base::MutexLock l(&async_mu_);
+    async_ctx_ = ctx_.get();
     return s;
   }
   // Rollback on held handles. The C7 mutation "forgets" the device context
@@ -169,7 +171,11 @@ absl::Status Context::Disable() {
   // Closing the device frees whatever it still holds; only close when
   // everything else is gone, so each object is destroyed exactly once by
   // its own call (or reported, C9).
-  if (first.ok()) note(ctx_.Reset());
+  if (first.ok()) {
+    base::MutexLock l(&async_mu_);
+    async_ctx_ = {};
+    note(ctx_.Reset());
+  }
   if (first.ok()) {
     cqs_.clear();
     channels_.clear();
@@ -193,7 +199,11 @@ void Context::ForgetAll() {
 absl::Status Context::Reenable() {
   // Close the device: every object it holds dies with it.
   if (ctx_.held()) {
-    FERRY_RETURN_IF_ERROR(ctx_.Reset());
+    {
+      base::MutexLock l(&async_mu_);
+      async_ctx_ = {};
+      FERRY_RETURN_IF_ERROR(ctx_.Reset());
+    }
     ForgetAll();
   }
   enabled_ = false;

@@ -90,7 +90,17 @@ class Context {
   uint32_t index() const { return index_; }
   const std::string& device() const { return device_; }
   hal::Verbs* verbs() const { return verbs_; }
+  // Owner threads only (it changes under Reenable): see WithAsyncHandle.
   hal::ContextHandle handle() const { return ctx_.get(); }
+  // The async-event reader's view, from any thread: runs fn(handle) with the
+  // open device handle, or does nothing while the context is down. Disable
+  // and Reenable clear the view and close the device under the same lock, so
+  // the reader never calls into a handle that is being closed.
+  template <typename Fn>
+  void WithAsyncHandle(Fn&& fn) ABSL_LOCKS_EXCLUDED(async_mu_) {
+    base::MutexLock l(&async_mu_);
+    if (async_ctx_.valid()) fn(async_ctx_);
+  }
   hal::PdHandle pd() const { return pd_.get(); }
   const hal::Gid& gid() const { return gid_; }
   uint16_t lid() const { return lid_; }
@@ -172,6 +182,10 @@ class Context {
 
   std::atomic<uint32_t> parked_{0};
   std::atomic<uint64_t> epoch_{0};
+
+  // Cross-thread: the device handle as the async reader may use it.
+  base::Mutex async_mu_;
+  hal::ContextHandle async_ctx_ ABSL_GUARDED_BY(async_mu_);
 
   mutable base::Mutex mu_;
   std::map<uint64_t, Region> regions_ ABSL_GUARDED_BY(mu_);

@@ -167,9 +167,10 @@ void ThreadedRuntime::AsyncLoop() {
     if (n > 0) continue;
     p.clear();
     for (auto& c : engine_->contexts()) {
-      if (!c->enabled()) continue;
-      auto fd = verbs->AsyncEventFd(c->handle());
-      if (fd.ok()) p.push_back(pollfd{*fd, POLLIN, 0});
+      c->WithAsyncHandle([&](hal::ContextHandle h) {
+        auto fd = verbs->AsyncEventFd(h);
+        if (fd.ok()) p.push_back(pollfd{*fd, POLLIN, 0});
+      });
     }
     if (p.empty()) {
       std::this_thread::sleep_for(std::chrono::nanoseconds(kAsyncWaitNs));
