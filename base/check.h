@@ -21,8 +21,8 @@ namespace ferry::base {
   std::abort();
 }
 
-[[noreturn]] inline void CheckOpFailed(const char* file, int line, const char* expr,
-                                       long long lhs, long long rhs) {
+[[noreturn]] inline void CheckOpFailed(const char* file, int line, const char* expr, long long lhs,
+                                       long long rhs) {
   std::fprintf(stderr, "FERRY_CHECK failed at %s:%d: %s (%lld vs %lld)\n", file, line, expr, lhs,
                rhs);
   std::fflush(stderr);
@@ -31,20 +31,20 @@ namespace ferry::base {
 
 }  // namespace ferry::base
 
-#define FERRY_CHECK(cond)                                             \
-  do {                                                                \
-    if (!(cond)) [[unlikely]]                                         \
-      ::ferry::base::CheckFailed(__FILE__, __LINE__, #cond);          \
+#define FERRY_CHECK(cond)                                    \
+  do {                                                       \
+    if (!(cond)) [[unlikely]]                                \
+      ::ferry::base::CheckFailed(__FILE__, __LINE__, #cond); \
   } while (0)
 
-#define FERRY_CHECK_OP_(a, op, b)                                                     \
-  do {                                                                                \
-    const auto ferry_check_a_ = (a);                                                  \
-    const auto ferry_check_b_ = (b);                                                  \
-    if (!(ferry_check_a_ op ferry_check_b_)) [[unlikely]]                             \
-      ::ferry::base::CheckOpFailed(__FILE__, __LINE__, #a " " #op " " #b,             \
-                                   static_cast<long long>(ferry_check_a_),            \
-                                   static_cast<long long>(ferry_check_b_));           \
+#define FERRY_CHECK_OP_(a, op, b)                                           \
+  do {                                                                      \
+    const auto ferry_check_a_ = (a);                                        \
+    const auto ferry_check_b_ = (b);                                        \
+    if (!(ferry_check_a_ op ferry_check_b_)) [[unlikely]]                   \
+      ::ferry::base::CheckOpFailed(__FILE__, __LINE__, #a " " #op " " #b,   \
+                                   static_cast<long long>(ferry_check_a_),  \
+                                   static_cast<long long>(ferry_check_b_)); \
   } while (0)
 
 #define FERRY_CHECK_EQ(a, b) FERRY_CHECK_OP_(a, ==, b)

@@ -57,22 +57,38 @@ static_assert(static_cast<uint32_t>(Mutation::kCount) <= 64);
 
 inline std::string_view MutationName(Mutation m) {
   switch (m) {
-    case Mutation::kUnseededDraw: return "unseeded_draw";
-    case Mutation::kSimPerQpOrderOff: return "sim_per_qp_order_off";
-    case Mutation::kSimNoFlushAfterError: return "sim_no_flush_after_error";
-    case Mutation::kSimScrubUnderRxe: return "sim_scrub_under_rxe";
-    case Mutation::kSimOverrunUndetected: return "sim_overrun_undetected";
-    case Mutation::kSimDestroyFailSilently: return "sim_destroy_fail_silently";
-    case Mutation::kEngineC1EarlyPublish: return "engine_c1_early_publish";
-    case Mutation::kEngineC2TimeoutSpills: return "engine_c2_timeout_spills";
-    case Mutation::kEngineC3NoStaleCheck: return "engine_c3_no_stale_check";
-    case Mutation::kEngineC4DoubleRelease: return "engine_c4_double_release";
-    case Mutation::kEngineC5NonOwnerCall: return "engine_c5_non_owner_call";
-    case Mutation::kEngineC6AcceptStale: return "engine_c6_accept_stale";
-    case Mutation::kEngineC7LeakOnRollback: return "engine_c7_leak_on_rollback";
-    case Mutation::kEngineC8SkipValidation: return "engine_c8_skip_validation";
-    case Mutation::kEngineC9LeakAtShutdown: return "engine_c9_leak_at_shutdown";
-    case Mutation::kCount: break;
+    case Mutation::kUnseededDraw:
+      return "unseeded_draw";
+    case Mutation::kSimPerQpOrderOff:
+      return "sim_per_qp_order_off";
+    case Mutation::kSimNoFlushAfterError:
+      return "sim_no_flush_after_error";
+    case Mutation::kSimScrubUnderRxe:
+      return "sim_scrub_under_rxe";
+    case Mutation::kSimOverrunUndetected:
+      return "sim_overrun_undetected";
+    case Mutation::kSimDestroyFailSilently:
+      return "sim_destroy_fail_silently";
+    case Mutation::kEngineC1EarlyPublish:
+      return "engine_c1_early_publish";
+    case Mutation::kEngineC2TimeoutSpills:
+      return "engine_c2_timeout_spills";
+    case Mutation::kEngineC3NoStaleCheck:
+      return "engine_c3_no_stale_check";
+    case Mutation::kEngineC4DoubleRelease:
+      return "engine_c4_double_release";
+    case Mutation::kEngineC5NonOwnerCall:
+      return "engine_c5_non_owner_call";
+    case Mutation::kEngineC6AcceptStale:
+      return "engine_c6_accept_stale";
+    case Mutation::kEngineC7LeakOnRollback:
+      return "engine_c7_leak_on_rollback";
+    case Mutation::kEngineC8SkipValidation:
+      return "engine_c8_skip_validation";
+    case Mutation::kEngineC9LeakAtShutdown:
+      return "engine_c9_leak_at_shutdown";
+    case Mutation::kCount:
+      break;
   }
   return "?";
 }

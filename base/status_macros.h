@@ -15,11 +15,11 @@
 #define FERRY_STATUS_CONCAT_(a, b) FERRY_STATUS_CONCAT_INNER_(a, b)
 
 // Returns the status of `expr` from the enclosing function if it is not OK.
-#define FERRY_RETURN_IF_ERROR(expr)                                             \
-  do {                                                                          \
-    ::absl::Status ferry_status_ = (expr);                                      \
-    if (!ferry_status_.ok()) [[unlikely]]                                       \
-      return ferry_status_;                                                     \
+#define FERRY_RETURN_IF_ERROR(expr)        \
+  do {                                     \
+    ::absl::Status ferry_status_ = (expr); \
+    if (!ferry_status_.ok()) [[unlikely]]  \
+      return ferry_status_;                \
   } while (0)
 
 // FERRY_ASSIGN_OR_RETURN(lhs, expr): evaluates `expr` (a StatusOr<T>); on

@@ -60,42 +60,78 @@ absl::StatusCode ErrnoToCode(int err) {
 
 std::string_view ErrnoName(int err) {
   switch (err) {
-    case EINVAL: return "EINVAL";
-    case EFAULT: return "EFAULT";
-    case E2BIG: return "E2BIG";
-    case ENOMEM: return "ENOMEM";
-    case ENOSPC: return "ENOSPC";
-    case ENOBUFS: return "ENOBUFS";
-    case EMFILE: return "EMFILE";
-    case ENFILE: return "ENFILE";
-    case EDQUOT: return "EDQUOT";
-    case EAGAIN: return "EAGAIN";
-    case EINTR: return "EINTR";
-    case EBUSY: return "EBUSY";
-    case ECONNREFUSED: return "ECONNREFUSED";
-    case ECONNRESET: return "ECONNRESET";
-    case EPIPE: return "EPIPE";
-    case EHOSTUNREACH: return "EHOSTUNREACH";
-    case ENETUNREACH: return "ENETUNREACH";
-    case ENETDOWN: return "ENETDOWN";
-    case ECONNABORTED: return "ECONNABORTED";
-    case ENOTCONN: return "ENOTCONN";
-    case ETIMEDOUT: return "ETIMEDOUT";
-    case ENOENT: return "ENOENT";
-    case ENODEV: return "ENODEV";
-    case ENXIO: return "ENXIO";
-    case ESRCH: return "ESRCH";
-    case EEXIST: return "EEXIST";
-    case EADDRINUSE: return "EADDRINUSE";
-    case EPERM: return "EPERM";
-    case EACCES: return "EACCES";
-    case EOPNOTSUPP: return "EOPNOTSUPP";
-    case ENOSYS: return "ENOSYS";
-    case EPROTONOSUPPORT: return "EPROTONOSUPPORT";
-    case ERANGE: return "ERANGE";
-    case EOVERFLOW: return "EOVERFLOW";
-    case EIO: return "EIO";
-    default: return "E?";
+    case EINVAL:
+      return "EINVAL";
+    case EFAULT:
+      return "EFAULT";
+    case E2BIG:
+      return "E2BIG";
+    case ENOMEM:
+      return "ENOMEM";
+    case ENOSPC:
+      return "ENOSPC";
+    case ENOBUFS:
+      return "ENOBUFS";
+    case EMFILE:
+      return "EMFILE";
+    case ENFILE:
+      return "ENFILE";
+    case EDQUOT:
+      return "EDQUOT";
+    case EAGAIN:
+      return "EAGAIN";
+    case EINTR:
+      return "EINTR";
+    case EBUSY:
+      return "EBUSY";
+    case ECONNREFUSED:
+      return "ECONNREFUSED";
+    case ECONNRESET:
+      return "ECONNRESET";
+    case EPIPE:
+      return "EPIPE";
+    case EHOSTUNREACH:
+      return "EHOSTUNREACH";
+    case ENETUNREACH:
+      return "ENETUNREACH";
+    case ENETDOWN:
+      return "ENETDOWN";
+    case ECONNABORTED:
+      return "ECONNABORTED";
+    case ENOTCONN:
+      return "ENOTCONN";
+    case ETIMEDOUT:
+      return "ETIMEDOUT";
+    case ENOENT:
+      return "ENOENT";
+    case ENODEV:
+      return "ENODEV";
+    case ENXIO:
+      return "ENXIO";
+    case ESRCH:
+      return "ESRCH";
+    case EEXIST:
+      return "EEXIST";
+    case EADDRINUSE:
+      return "EADDRINUSE";
+    case EPERM:
+      return "EPERM";
+    case EACCES:
+      return "EACCES";
+    case EOPNOTSUPP:
+      return "EOPNOTSUPP";
+    case ENOSYS:
+      return "ENOSYS";
+    case EPROTONOSUPPORT:
+      return "EPROTONOSUPPORT";
+    case ERANGE:
+      return "ERANGE";
+    case EOVERFLOW:
+      return "EOVERFLOW";
+    case EIO:
+      return "EIO";
+    default:
+      return "E?";
   }
 }
 

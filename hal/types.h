@@ -260,8 +260,8 @@ struct WorkCompletion {
 struct AsyncEvent {
   AsyncEventType type = AsyncEventType::kOther;
   ContextHandle context;
-  QpHandle qp;  // set for QP events
-  CqHandle cq;  // set for CQ events
+  QpHandle qp;           // set for QP events
+  CqHandle cq;           // set for CQ events
   uint8_t port_num = 0;  // set for port events
   int raw_type = 0;      // the backend's own event number, for logs
 };

@@ -57,8 +57,7 @@ class Verbs {
   // Protection domains and memory regions.
   virtual absl::StatusOr<PdHandle> AllocPd(ContextHandle ctx) = 0;
   virtual absl::Status DeallocPd(PdHandle pd) = 0;
-  virtual absl::StatusOr<MrInfo> RegMr(PdHandle pd, void* addr, size_t length,
-                                       uint32_t access) = 0;
+  virtual absl::StatusOr<MrInfo> RegMr(PdHandle pd, void* addr, size_t length, uint32_t access) = 0;
   virtual absl::Status DeregMr(MrHandle mr) = 0;
 
   // Completion channels and CQ events.

@@ -42,9 +42,9 @@ TEST(StatusMacros, ReturnIfError) {
 TEST(Fnv1a, KnownVectorsAndIncrementalAgree) {
   EXPECT_EQ(Fnv1a64("foobar"), 0x85944171f73967e8ULL);
   const std::string_view s = "foobar";
-  EXPECT_EQ(Fnv1a64Update(kFnv1a64Offset, reinterpret_cast<const unsigned char*>(s.data()),
-                          s.size()),
-            Fnv1a64(s));
+  EXPECT_EQ(
+      Fnv1a64Update(kFnv1a64Offset, reinterpret_cast<const unsigned char*>(s.data()), s.size()),
+      Fnv1a64(s));
 }
 
 TEST(CheckDeathTest, FailedCheckAbortsWithOperands) {
