@@ -21,22 +21,6 @@
 namespace ferry::engine::testing {
 namespace {
 
-EngineConfig BaseConfig() {
-  EngineConfig c;
-  c.workers = 2;
-  c.qps_per_endpoint = 2;
-  c.wr_depth = 16;
-  c.cqe_limit = 1024;
-  c.slice_size_bytes = 16 * 1024;
-  c.handshake_timeout_ns = 1'000'000;
-  c.handshake_retries = 8;
-  c.slice_timeout_ns = 2'000'000'000;
-  c.drain_timeout_ns = 1'000'000;
-  c.destroy_backoff_min_ns = 10'000;
-  c.destroy_backoff_max_ns = 1'000'000;
-  return c;
-}
-
 std::string Peer(TwoEngines& w, uint32_t h) { return w.host(h).addr + "@sim0"; }
 std::string KeyOf(TwoEngines& w, uint32_t peer) { return "sim0|" + Peer(w, peer); }
 
@@ -122,7 +106,7 @@ std::string Finish(TwoEngines& w) {
 // Hung QPs: a task whose WRs never complete ends TIMEOUT only after its
 // endpoint was retired and its QPs destroyed and polled empty.
 std::string C1HungQp(uint64_t seed, const base::Mutations& m) {
-  EngineConfig c = BaseConfig();
+  EngineConfig c = ScenarioConfig();
   c.slice_timeout_ns = 5'000'000;
   TwoEngines w(seed, sim::NetPlan{}, m, c);
   auto seg = w.Open(0, 1);
@@ -172,7 +156,7 @@ std::string C1HungQp(uint64_t seed, const base::Mutations& m) {
 // own CQE (a late success still ends TIMEOUT); publishing at the timeout
 // is a DMA-after-publish the shadow memory names.
 std::string C1LateDma(uint64_t seed, const base::Mutations& m) {
-  EngineConfig c = BaseConfig();
+  EngineConfig c = ScenarioConfig();
   c.slice_timeout_ns = 1'000'000;
   c.drain_timeout_ns = 50'000'000;
   sim::FabricConfig fc = TwoEngines::MakeFabricConfig();
@@ -247,7 +231,7 @@ TEST(EngineContracts, C1MutationEarlyPublishIsCaughtByShadowMemory) {
 // endpoint; B's WRs get their evidence from the destroy and are reposted on
 // a fresh endpoint without spending retry budget; B completes, bytes right.
 std::string C2(uint64_t seed, const base::Mutations& m) {
-  EngineConfig c = BaseConfig();
+  EngineConfig c = ScenarioConfig();
   c.slice_timeout_ns = 4'000'000;
   c.drain_timeout_ns = 300'000;
   TwoEngines w(seed, sim::NetPlan{}, m, c);
@@ -322,7 +306,7 @@ TEST(EngineContracts, C2MutationTimeoutSpillsFails) {
 // is retired; slice 1 is withdrawn and A publishes TIMEOUT. The endpoint
 // stays READY.
 std::string C3(uint64_t seed, const base::Mutations& m) {
-  EngineConfig c = BaseConfig();
+  EngineConfig c = ScenarioConfig();
   c.qps_per_endpoint = 1;
   c.wr_depth = 1;
   c.slice_timeout_ns = 8'000'000;
@@ -397,7 +381,7 @@ TEST(EngineContracts, C3MutationNoStaleCheckFails) {
 // producible <= quota at every step) and returns once after the successful
 // destroy and the empty poll; nothing leaks; no stray CQE.
 std::string C4(uint64_t seed, const base::Mutations& m) {
-  EngineConfig c = BaseConfig();
+  EngineConfig c = ScenarioConfig();
   c.slice_timeout_ns = 3'000'000;
   c.drain_timeout_ns = 200'000;
   sim::FabricConfig fc = TwoEngines::MakeFabricConfig();
@@ -461,7 +445,7 @@ TEST(EngineContractsDeathTest, C4MutationDoubleReleaseIsCaught) {
 // changes); host 0 drops its side alone (GID change) and transfers resume
 // within handshake_timeout x handshake_retries + one retry budget.
 std::string C6(uint64_t seed, const base::Mutations& m, uint64_t* trace_hash = nullptr) {
-  EngineConfig c = BaseConfig();
+  EngineConfig c = ScenarioConfig();
   c.qp_timeout_exp = 8;  // 1.05 ms per attempt
   c.qp_retry_cnt = 2;
   TwoEngines w(seed, sim::NetPlan{}, m, c);
@@ -582,7 +566,7 @@ TEST(EngineContracts, C6MutationAcceptStaleFails) {
 // CQ is recreated and its ledger reset (ResetForRecreatedCq); the task's
 // WRs are reposted innocently on a fresh endpoint and it completes.
 std::string CqErr(uint64_t seed, const base::Mutations& m) {
-  EngineConfig c = BaseConfig();
+  EngineConfig c = ScenarioConfig();
   c.workers = 1;
   TwoEngines w(seed, sim::NetPlan{}, m, c);
   auto seg = w.Open(0, 1);
@@ -625,7 +609,7 @@ TEST(EngineContracts, CqErrRetiresRecreatesAndResumes) {
 // retires, the rail is not penalised; a later transfer to re-registered
 // memory (descriptor fetched again) completes.
 std::string RemAccess(uint64_t seed, const base::Mutations& m) {
-  TwoEngines w(seed, sim::NetPlan{}, m, BaseConfig());
+  TwoEngines w(seed, sim::NetPlan{}, m, ScenarioConfig());
   auto seg = w.Open(0, 1);
   if (!seg.ok()) return "open";
   if (Run1(w, 0, MakeReq(w, 0, *seg, OpKind::kWrite, 0, 0, 16 * 1024)).first !=
@@ -669,7 +653,7 @@ TEST(EngineContracts, RemAccessErrNotRetriedRailNotPenalised) {
 // 1's READ with the old rkeys fails (REM_ACCESS_ERR); after fetching the new
 // descriptor it completes. Nothing leaks.
 std::string DeviceFatal(uint64_t seed, const base::Mutations& m) {
-  TwoEngines w(seed, sim::NetPlan{}, m, BaseConfig());
+  TwoEngines w(seed, sim::NetPlan{}, m, ScenarioConfig());
   auto seg = w.Open(0, 1);
   auto seg10 = w.Open(1, 0);
   if (!seg.ok() || !seg10.ok()) return "open";
@@ -730,7 +714,7 @@ TEST(EngineContracts, DeviceFatalReenablesBumpsVersionAndResumes) {
 // them without waiting for the (50 ms) drain; the timed-out task publishes
 // TIMEOUT well before the drain would have ended, and the quota returns.
 std::string ZombieCap(uint64_t seed, const base::Mutations& m) {
-  EngineConfig c = BaseConfig();
+  EngineConfig c = ScenarioConfig();
   c.slice_timeout_ns = 3'000'000;
   c.drain_timeout_ns = 50'000'000;
   c.zombie_quota_max = 4;
@@ -771,7 +755,7 @@ TEST(EngineContracts, ZombieCapEscalatesToDestroy) {
 
 // ---------------------------------------------------------------- C8
 std::string C8(const base::Mutations& m) {
-  TwoEngines w(1, sim::NetPlan{}, m, BaseConfig());
+  TwoEngines w(1, sim::NetPlan{}, m, ScenarioConfig());
   auto seg = w.Open(0, 1);
   if (!seg.ok()) return "open";
   EngineImpl& e = *w.host(0).engine;
@@ -788,7 +772,7 @@ std::string C8(const base::Mutations& m) {
   r.length_bytes = 0;
   bad.push_back({"zero length", r, absl::StatusCode::kInvalidArgument});
   r = good;
-  r.length_bytes = BaseConfig().request_bytes_max + 1;
+  r.length_bytes = ScenarioConfig().request_bytes_max + 1;
   bad.push_back({"oversized", r, absl::StatusCode::kInvalidArgument});
   r = good;
   r.opcode = static_cast<OpKind>(7);
@@ -846,11 +830,11 @@ std::string C8(const base::Mutations& m) {
   w.RunUntil([&] { return IsTerminal(*e.GetTaskStatus(ok.tasks[0])); }, 1'000'000'000);
   if (!e.FreeBatch(*batch).ok()) return "FreeBatch after completion";
   // Config breaking an invariant is rejected at construction.
-  EngineConfig bc = BaseConfig();
+  EngineConfig bc = ScenarioConfig();
   bc.qp_timeout_exp = 0;
   EngineEnv env{w.host(0).verbs.get(), w.host(0).net.get(), &w.clock(), w.host(0).entropy.get()};
   if (EngineImpl::Create(bc, env, nullptr, nullptr).ok()) return "qp_timeout_exp 0 accepted";
-  bc = BaseConfig();
+  bc = ScenarioConfig();
   bc.cqe_limit = 16;
   if (EngineImpl::Create(bc, env, nullptr, nullptr).ok()) return "cqe_limit too small accepted";
   return Finish(w);
@@ -907,7 +891,7 @@ std::optional<SegmentHandle> OpenFake(TwoEngines& w, sim::SimControlNet* dead, u
 }
 
 std::string Eviction(uint64_t seed, const base::Mutations& m) {
-  EngineConfig c = BaseConfig();
+  EngineConfig c = ScenarioConfig();
   c.workers = 1;
   c.endpoint_store_capacity = 1;
   c.slice_timeout_ns = 20'000'000;
@@ -965,7 +949,7 @@ TEST(EngineContracts, C6EvictedPeerReconnectsAtOnce) {
 // host 1: the owner keeps polling; the longest gap between its polls while
 // WRs are outstanding is reported and bounded.
 std::string DeadPeer(uint64_t seed, const base::Mutations& m, uint64_t* gap_ns) {
-  EngineConfig c = BaseConfig();
+  EngineConfig c = ScenarioConfig();
   c.workers = 1;  // one owner, one CQ per context
   c.handshake_timeout_ns = 2'000'000;
   c.handshake_retries = 10;
@@ -1057,7 +1041,7 @@ struct SwarmTally {
 };
 
 std::string Swarm(uint64_t seed, std::string* plan_text, SwarmTally* tally) {
-  EngineConfig c = BaseConfig();
+  EngineConfig c = ScenarioConfig();
   c.slice_timeout_ns = 30'000'000;
   c.qp_timeout_exp = 10;
   c.qp_retry_cnt = 3;

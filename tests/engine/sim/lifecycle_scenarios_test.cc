@@ -20,22 +20,6 @@
 namespace ferry::engine::testing {
 namespace {
 
-EngineConfig TestConfig() {
-  EngineConfig c;
-  c.workers = 2;
-  c.qps_per_endpoint = 2;
-  c.wr_depth = 16;
-  c.cqe_limit = 1024;
-  c.slice_size_bytes = 16 * 1024;
-  c.handshake_timeout_ns = 1'000'000;
-  c.handshake_retries = 8;
-  c.slice_timeout_ns = 2'000'000'000;
-  c.drain_timeout_ns = 1'000'000;
-  c.destroy_backoff_min_ns = 10'000;
-  c.destroy_backoff_max_ns = 1'000'000;
-  return c;
-}
-
 uint8_t Pattern(uint32_t who, uint64_t off) {
   return static_cast<uint8_t>((off * 131 + who * 17 + (off >> 8)) & 0xff);
 }
@@ -78,7 +62,7 @@ std::string KeyOf(TwoEngines& w, uint32_t peer) { return "sim0|" + w.host(peer).
 
 // ---------------------------------------------------------------- e2e
 std::string EndToEnd(uint64_t seed, const base::Mutations& m) {
-  TwoEngines w(seed, sim::NetPlan{}, m, TestConfig());
+  TwoEngines w(seed, sim::NetPlan{}, m, ScenarioConfig());
   for (uint64_t i = 0; i < kBufBytes; ++i) w.host(0).buf[i] = Pattern(0, i);
   for (uint64_t i = 0; i < kBufBytes; ++i) w.host(1).buf[i] = Pattern(1, i);
   auto seg = w.Open(0, 1);
@@ -133,7 +117,7 @@ sim::NetPlan LossyPlan() {
 
 // Both sides open and write to each other at once.
 std::string SimultaneousOpen(uint64_t seed, const base::Mutations& m) {
-  TwoEngines w(seed, LossyPlan(), m, TestConfig());
+  TwoEngines w(seed, LossyPlan(), m, ScenarioConfig());
   auto s01 = w.Open(0, 1);
   auto s10 = w.Open(1, 0);
   if (!s01.ok() || !s10.ok()) return "open failed";
@@ -223,7 +207,7 @@ TEST(EngineSim, C5MutationNonOwnerCallFailsTheRun) {
 // writes to host 0: its first REQ must succeed. Then a stale REQ (same
 // incarnation, lower generation) must not retire the healthy endpoint.
 std::string PeerRestart(uint64_t seed, const base::Mutations& m) {
-  TwoEngines w(seed, sim::NetPlan{}, m, TestConfig());
+  TwoEngines w(seed, sim::NetPlan{}, m, ScenarioConfig());
   auto seg = w.Open(0, 1);
   if (!seg.ok()) return "open";
   if (Transfer(w, 0, *seg, OpKind::kWrite, 0, 0, 32 * 1024) != TaskStatus::kCompleted)

@@ -41,6 +41,24 @@
 
 namespace ferry::engine::testing {
 
+// The engine config every sim scenario starts from: small queues and short
+// timeouts so faults and retires happen within little virtual time.
+inline EngineConfig ScenarioConfig() {
+  EngineConfig c;
+  c.workers = 2;
+  c.qps_per_endpoint = 2;
+  c.wr_depth = 16;
+  c.cqe_limit = 1024;
+  c.slice_size_bytes = 16 * 1024;
+  c.handshake_timeout_ns = 1'000'000;
+  c.handshake_retries = 8;
+  c.slice_timeout_ns = 2'000'000'000;
+  c.drain_timeout_ns = 1'000'000;
+  c.destroy_backoff_min_ns = 10'000;
+  c.destroy_backoff_max_ns = 1'000'000;
+  return c;
+}
+
 inline constexpr size_t kBufBytes = 1 << 20;
 
 struct HostState {
