@@ -32,6 +32,7 @@ enum class Mutation : uint32_t {
   kEngineC7LeakOnRollback,  // engine: bring-up rollback skips one handle
   kEngineC8SkipValidation,  // engine: submit enqueues before validating all
   kEngineC9LeakAtShutdown,  // engine: shutdown forgets one object
+  kSimRespToSource,         // sim: responses go to the packet's source QP, unchecked PSN
   kCount,
 };
 
@@ -87,6 +88,8 @@ inline std::string_view MutationName(Mutation m) {
       return "engine_c8_skip_validation";
     case Mutation::kEngineC9LeakAtShutdown:
       return "engine_c9_leak_at_shutdown";
+    case Mutation::kSimRespToSource:
+      return "sim_resp_to_source";
     case Mutation::kCount:
       break;
   }

@@ -126,6 +126,7 @@ struct FabricStats {
   uint64_t cqes_polled = 0;
   uint64_t packets_sent = 0;
   uint64_t packets_dropped = 0;
+  uint64_t responses_ignored = 0;  // response PSN outside the receiving QP's window
   uint64_t packets_executed = 0;
   uint64_t duplicates = 0;
   uint64_t retransmits = 0;
@@ -373,7 +374,8 @@ class Fabric final : public Actor {
     std::vector<Wr> sq;  // ring of cap.max_send_wr (at least 1)
     uint64_t post_seq = 0, done_seq = 0, free_seq = 0, send_seq = 0;
     uint64_t next_vpsn = 0, sent_vpsn = 0, ack_vpsn = 0;
-    uint32_t psn_base = 0;  // wire psn = (psn_base + vpsn) & 0xffffff
+    uint32_t psn_base = 0;      // wire psn = (psn_base + vpsn) & 0xffffff
+    uint64_t sent_vpsn_hi = 0;  // 1 + the highest vpsn ever sent: responses past it are invalid
     uint64_t last_req_arrival_ns = 0, last_resp_arrival_ns = 0;
     uint32_t retries = 0;
     uint64_t last_progress_ns = 0;
@@ -463,10 +465,17 @@ class Fabric final : public Actor {
   void OnReq(const Event& e);
   void OnResp(const Event& e);
   void OnTimer(const Event& e);
+  // A response of responder `ri` carrying wire PSN `wire_psn`. It goes to
+  // the QP the responder is connected to (its dest_qp_num on its peer
+  // device), as RC hardware sends it: a request's BTH names only the
+  // destination QP, so a responder cannot tell a stale requester (an old QP
+  // whose peer QPN was reused) from its own peer. `src_qi` is the request's
+  // source and `src_vpsn` the PSN in the source's own numbering; both are
+  // used only by the test mutation sim_resp_to_source (the old model).
   // `payload_bytes`: a READ response's data (ACK/NAK: 0); serialized on the
   // responder's port.
-  void SendResp(uint32_t ri, Qp& resp_qp, uint32_t req_qi, RespKind kind, uint64_t vpsn,
-                uint64_t payload_bytes = 0);
+  void SendResp(uint32_t ri, Qp& resp_qp, uint32_t src_qi, RespKind kind, uint32_t wire_psn,
+                uint64_t src_vpsn, uint64_t payload_bytes = 0);
   // Completes the WRITEs acknowledged up to vpsn_last. A READ at the head
   // means its response was lost (implied NAK): retransmit from it, unless
   // `implied_nak` is false (then stop there).

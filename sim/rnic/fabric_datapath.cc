@@ -328,22 +328,31 @@ void Fabric::SendReq(uint32_t qi, Qp& q, Wr& w, uint64_t vpsn) {
     return;
   }
   const uint64_t t = Arrival(depart_ns, &q.last_req_arrival_ns, &q.path_faults);
+  q.sent_vpsn_hi = std::max(q.sent_vpsn_hi, vpsn + 1);
   Push(EvType::kReq, t, qi, static_cast<uint32_t>(w.seq), vpsn,
        static_cast<uint32_t>((q.psn_base + vpsn) & kPsnMask), ReqChan(qi));
 }
 
-void Fabric::SendResp(uint32_t ri, Qp& r, uint32_t req_qi, RespKind kind, uint64_t vpsn,
-                      uint64_t payload_bytes) {
+void Fabric::SendResp(uint32_t ri, Qp& r, uint32_t src_qi, RespKind kind, uint32_t wire_psn,
+                      uint64_t src_vpsn, uint64_t payload_bytes) {
   ++stats_.packets_sent;
-  Qp& req = *qps_[req_qi];
+  uint32_t req_qi = src_qi;
+  if (!config_.mutations.on(base::Mutation::kSimRespToSource)) {
+    req_qi = r.dst_dev == kNone ? kNone : FindQpByNumber(r.dst_dev, r.attr.dest_qp_num);
+  }
   const uint64_t depart_ns = Serialize(r.dev, payload_bytes);
+  if (req_qi == kNone) {  // the peer QP is gone: the response goes nowhere
+    ++stats_.packets_dropped;
+    return;
+  }
+  Qp& req = *qps_[req_qi];
   if (PacketLost(r.dev, req.dev)) {
     ++stats_.packets_dropped;
     ++req.path_faults;
     return;
   }
   const uint64_t t = Arrival(depart_ns, &r.last_resp_arrival_ns, &req.path_faults);
-  Push(EvType::kResp, t, req_qi, kind, vpsn, 0, RespChan(ri));
+  Push(EvType::kResp, t, req_qi, kind, src_vpsn, wire_psn, RespChan(ri));
 }
 
 void Fabric::ShadowCheck(const void* addr, uint64_t len, bool local, std::string_view what) {
@@ -432,7 +441,7 @@ void Fabric::OnReq(const Event& e) {
   if (diff > 0) {  // a gap: NAK once with the expected PSN
     if (!r.nak_sent) {
       r.nak_sent = true;
-      SendResp(ri, r, e.a, kNakSeq, e.c - static_cast<uint64_t>(diff));
+      SendResp(ri, r, e.a, kNakSeq, r.epsn, e.c - static_cast<uint64_t>(diff));
     }
     return drop();
   }
@@ -448,7 +457,7 @@ void Fabric::OnReq(const Event& e) {
   const bool is_write = wr.wr.opcode == hal::Opcode::kRdmaWrite;
   const bool last = e.c + 1 == wr.vpsn_first + wr.npkts;
   if (dup && is_write) {  // re-acknowledged without executing
-    SendResp(ri, r, e.a, kAck, e.c);
+    SendResp(ri, r, e.a, kAck, e.d, e.c);
     return;
   }
   const uint32_t need = is_write ? hal::kAccessRemoteWrite : hal::kAccessRemoteRead;
@@ -457,7 +466,7 @@ void Fabric::OnReq(const Event& e) {
                     : nullptr;
   if (m == nullptr) {
     // Access violation: REM_ACCESS_ERR at the requester, responder to ERR.
-    SendResp(ri, r, e.a, kNakAccess, e.c);
+    SendResp(ri, r, e.a, kNakAccess, e.d, e.c);
     RaiseAsync(r.ctx, AsyncEventType::kQpAccessErr, ri, kNone, 0);
     EnterErr(ri, r);
     return;
@@ -481,7 +490,7 @@ void Fabric::OnReq(const Event& e) {
       const bool more = e.chan < chans_.size() && !chans_[e.chan].empty();
       if (!more || r.unacked_wrs >= kAckEvery) {
         r.unacked_wrs = 0;
-        SendResp(ri, r, e.a, kAck, e.c);
+        SendResp(ri, r, e.a, kAck, e.d, e.c);
       }
     }
     return;
@@ -495,7 +504,7 @@ void Fabric::OnReq(const Event& e) {
     r.nak_sent = false;
     r.unacked_wrs = 0;
   }
-  SendResp(ri, r, e.a, kReadResp, e.c, len);  // carries the data: serialized
+  SendResp(ri, r, e.a, kReadResp, e.d, e.c, len);  // carries the data: serialized
 }
 
 // ------------------------------------------------------------------ responses
@@ -541,7 +550,19 @@ void Fabric::AckUpTo(uint32_t qi, Qp& q, uint64_t last, bool implied_nak) {
 void Fabric::OnResp(const Event& e) {
   Qp& q = *qps_[e.a];
   if (!q.alive || q.hung || !Executing(q.attr.qp_state)) return;
-  const uint64_t vpsn = e.c;
+  // The wire PSN is read in this QP's own window [ack_vpsn, sent_vpsn_hi):
+  // older is a duplicate, newer was never sent (a stale requester's
+  // response, e.g. after QPN reuse): both are ignored, as hardware does.
+  uint64_t vpsn = e.c;  // mutation sim_resp_to_source: the source's own vpsn, trusted
+  if (!config_.mutations.on(base::Mutation::kSimRespToSource)) {
+    const int32_t ahead = PsnDiff(e.d, (q.psn_base + q.ack_vpsn) & kPsnMask);
+    if (ahead < 0) return;  // a duplicate: everything before ack_vpsn is done
+    vpsn = q.ack_vpsn + static_cast<uint64_t>(ahead);
+    if (vpsn >= q.sent_vpsn_hi) {
+      ++stats_.responses_ignored;
+      return;
+    }
+  }
   switch (static_cast<RespKind>(e.b)) {
     case kAck:
       if (vpsn >= q.ack_vpsn) AckUpTo(e.a, q, vpsn);

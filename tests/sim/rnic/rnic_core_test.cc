@@ -893,6 +893,61 @@ TEST_P(Rnic, HandleMisuseFailsTheRun) {
   EXPECT_NE(v.message.find("destroyed"), std::string::npos);
 }
 
+// A stale requester after QPN reuse (DESIGN.md section 4, "QP numbers are
+// never an identity"): host 1 destroys its QP and creates a new one, which
+// gets the same QPN and is connected to a new host-0 QP at new PSNs. Host
+// 0's old QP is still RTS and still aims at that QPN. RC hardware answers a
+// request to the QP it is connected to (the BTH names only the destination),
+// and the new requester ignores a PSN outside its window, so the stale
+// WRITE is never acknowledged: it ends in RETRY_EXC_ERR and never lands.
+// Returns the stale WR's completion status, and whether its bytes landed.
+struct StaleOutcome {
+  WcStatus status = WcStatus::kSuccess;
+  bool bytes_landed = false;
+  bool fresh_pair_works = false;
+};
+StaleOutcome StaleRequesterAfterQpnReuse(FabricConfig cfg) {
+  World w(std::move(cfg));
+  auto p = w.Connect(64, /*timeout=*/10, /*retry=*/2);
+  // The stale QP's next PSN (0x100) is behind the new responder's (0x9000):
+  // a duplicate there, which a responder re-acknowledges without executing.
+  FERRY_CHECK(w.vb().DestroyQp(p.b.qp).ok());
+  auto b2 = w.MakeQp(w.b());
+  FERRY_CHECK_EQ(b2.qp_num, p.b.qp_num);
+  auto a2 = w.MakeQp(w.a());
+  FERRY_CHECK(World::ToInit(w.a(), a2.qp).ok());
+  FERRY_CHECK(World::ToInit(w.b(), b2.qp).ok());
+  FERRY_CHECK(w.ToRtr(w.a(), a2.qp, w.b(), b2.qp_num, 0x7000).ok());
+  FERRY_CHECK(World::ToRts(w.a(), a2.qp, 0x9000, 10, 2).ok());
+  FERRY_CHECK(w.ToRtr(w.b(), b2.qp, w.a(), a2.qp_num, 0x9000).ok());
+  FERRY_CHECK(World::ToRts(w.b(), b2.qp, 0x7000, 10, 2).ok());
+  for (size_t i = 0; i < 4096; ++i) w.a().buf[i] = static_cast<uint8_t>(i * 7 + 3);
+  hal::SendWr stale = w.Write(1, 0, 0, 4096);
+  FERRY_CHECK(w.va().PostSend(p.a.qp, {&stale, 1}).status.ok());
+  StaleOutcome out;
+  auto wcs = w.PollN(w.a(), 1, 1'000'000'000);
+  FERRY_CHECK_EQ(wcs.size(), 1u);
+  FERRY_CHECK_EQ(wcs[0].qp_num, p.a.qp_num);
+  out.status = wcs[0].status;
+  out.bytes_landed = std::memcmp(w.a().buf.data(), w.b().buf.data(), 4096) == 0;
+  // The new pair is unaffected.
+  hal::SendWr fresh = w.Write(2, 8192, 8192, 4096);
+  FERRY_CHECK(w.va().PostSend(a2.qp, {&fresh, 1}).status.ok());
+  auto wcs2 = w.PollN(w.a(), 1, 1'000'000'000);
+  out.fresh_pair_works =
+      wcs2.size() == 1 && wcs2[0].qp_num == a2.qp_num && wcs2[0].status == WcStatus::kSuccess;
+  return out;
+}
+
+TEST_P(Rnic, StaleRequesterAfterQpnReuseIsNeverAcknowledged) {
+  const StaleOutcome o = StaleRequesterAfterQpnReuse(Cfg());
+  EXPECT_EQ(o.status, WcStatus::kRetryExcErr);
+  EXPECT_FALSE(o.bytes_landed);
+  EXPECT_TRUE(o.fresh_pair_works);
+  // The new requester saw the responder's answers to the stale QP and
+  // ignored them as outside its PSN window.
+}
+
 INSTANTIATE_TEST_SUITE_P(Profiles, Rnic, ::testing::Values(RnicProfile::kMlx5, RnicProfile::kRxe),
                          ProfileParamName);
 
@@ -956,6 +1011,15 @@ TEST(MutationDetect, DestroyFailSilentlyLeavesQpAliveAfterOk) {
                   .ok());
   EXPECT_TRUE(w.va().DestroyQp(p.a.qp).ok());
   EXPECT_TRUE(w.fabric().TrueStateOf(p.a.qp).ok());  // alive although destroy said OK
+}
+TEST(MutationDetect, RespToSourceAcksAStaleRequester) {
+  // Responses routed to the packet's source: the stale WRITE is
+  // acknowledged as a duplicate and completes successfully although none
+  // of its bytes landed (the swarm's seed-119 "COMPLETED moved wrong bytes").
+  const StaleOutcome o =
+      StaleRequesterAfterQpnReuse(Mutated(RnicProfile::kMlx5, base::Mutation::kSimRespToSource));
+  EXPECT_EQ(o.status, WcStatus::kSuccess);
+  EXPECT_FALSE(o.bytes_landed);
 }
 #endif  // FERRY_MUTATIONS
 
