@@ -40,16 +40,6 @@ std::string_view SliceOutcomeName(SliceOutcome o) {
   return "?";
 }
 
-SliceWord SliceWord::Unpack(uint64_t raw) {
-  const auto state = static_cast<uint8_t>(raw & 0xff);
-  const auto outcome = static_cast<uint8_t>((raw >> 8) & 0xff);
-  FERRY_CHECK_LE(state, static_cast<uint8_t>(SliceState::kWithdrawn));
-  FERRY_CHECK_LE(outcome, static_cast<uint8_t>(SliceOutcome::kTimeout));
-  FERRY_CHECK_EQ(raw >> 32, 0u);
-  return SliceWord{static_cast<SliceState>(state), static_cast<SliceOutcome>(outcome),
-                   static_cast<uint16_t>((raw >> 16) & 0xffff)};
-}
-
 void Slice::OwnerMove(SliceWord from, SliceWord to) {
   uint64_t expected = SliceWord::Pack(from);
   const bool won =

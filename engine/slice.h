@@ -34,6 +34,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "base/check.h"
+
 namespace ferry::engine {
 
 enum class SliceState : uint8_t {
@@ -67,7 +69,15 @@ struct SliceWord {
     return uint64_t{static_cast<uint8_t>(w.state)} |
            (uint64_t{static_cast<uint8_t>(w.outcome)} << 8) | (uint64_t{w.attempt} << 16);
   }
-  static SliceWord Unpack(uint64_t raw);
+  static SliceWord Unpack(uint64_t raw) {  // inline: several calls per slice
+    const auto state = static_cast<uint8_t>(raw & 0xff);
+    const auto outcome = static_cast<uint8_t>((raw >> 8) & 0xff);
+    FERRY_CHECK_LE(state, static_cast<uint8_t>(SliceState::kWithdrawn));
+    FERRY_CHECK_LE(outcome, static_cast<uint8_t>(SliceOutcome::kTimeout));
+    FERRY_CHECK_EQ(raw >> 32, 0u);
+    return SliceWord{static_cast<SliceState>(state), static_cast<SliceOutcome>(outcome),
+                     static_cast<uint16_t>((raw >> 16) & 0xffff)};
+  }
   friend bool operator==(const SliceWord&, const SliceWord&) = default;
 };
 

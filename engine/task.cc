@@ -11,11 +11,6 @@
 namespace ferry::engine {
 namespace {
 
-constexpr uint64_t kUnresolvedMask = 0xffffffffull;
-constexpr uint64_t kFailedBit = 1ull << 32;
-constexpr int kLatchShift = 40;
-constexpr int kPublishedShift = 48;
-
 uint32_t SliceCountOf(const TaskGeometry& g) {
   FERRY_CHECK_GT(g.length_bytes, 0u);
   FERRY_CHECK_GT(g.slice_size_bytes, 0u);
@@ -26,25 +21,6 @@ uint32_t SliceCountOf(const TaskGeometry& g) {
 }
 
 }  // namespace
-
-uint64_t TaskWord::Pack(const TaskWord& w) {
-  return uint64_t{w.unresolved} | (w.failed ? kFailedBit : 0) |
-         (uint64_t{static_cast<uint8_t>(w.latch)} << kLatchShift) |
-         (uint64_t{static_cast<uint8_t>(w.published)} << kPublishedShift);
-}
-
-TaskWord TaskWord::Unpack(uint64_t raw) {
-  TaskWord w;
-  w.unresolved = static_cast<uint32_t>(raw & kUnresolvedMask);
-  w.failed = (raw & kFailedBit) != 0;
-  const auto latch = static_cast<uint8_t>((raw >> kLatchShift) & 0xff);
-  const auto published = static_cast<uint8_t>((raw >> kPublishedShift) & 0xff);
-  FERRY_CHECK_LE(latch, static_cast<uint8_t>(TaskStatus::kInvalid));
-  FERRY_CHECK_LE(published, static_cast<uint8_t>(TaskStatus::kInvalid));
-  w.latch = static_cast<TaskStatus>(latch);
-  w.published = static_cast<TaskStatus>(published);
-  return w;
-}
 
 TaskStatus TerminalStatusOf(const TaskWord& w) {
   if (w.latch != TaskStatus::kPending) return w.latch;
@@ -70,38 +46,6 @@ Task::Task() {
 }
 
 std::unique_ptr<Task> Task::MakeInvalid() { return std::unique_ptr<Task>(new Task()); }
-
-TaskWord Task::LoadWord() const { return TaskWord::Unpack(word_.load(std::memory_order_seq_cst)); }
-
-TaskStatus Task::status() const { return LoadWord().published; }
-
-std::optional<TaskStatus> Task::latched() const {
-  const TaskWord w = LoadWord();
-  if (w.latch == TaskStatus::kPending) return std::nullopt;
-  return w.latch;
-}
-
-const Slice& Task::slice(uint32_t i) const {
-  FERRY_CHECK_LT(i, slice_count_);
-  return slices_[i];
-}
-
-Slice& Task::mutable_slice(uint32_t i) {
-  FERRY_CHECK_LT(i, slice_count_);
-  return slices_[i];
-}
-
-uint64_t Task::SliceOffsetBytes(uint32_t i) const {
-  FERRY_CHECK_LT(i, slice_count_);
-  return uint64_t{i} * geometry_.slice_size_bytes;
-}
-
-uint32_t Task::SliceLengthBytes(uint32_t i) const {
-  const uint64_t off = SliceOffsetBytes(i);
-  const uint64_t rest = geometry_.length_bytes - off;
-  return static_cast<uint32_t>(rest < geometry_.slice_size_bytes ? rest
-                                                                 : geometry_.slice_size_bytes);
-}
 
 bool Task::TryLatch(TaskStatus why) {
   FERRY_CHECK(why == TaskStatus::kCanceled || why == TaskStatus::kTimeout);

@@ -32,6 +32,7 @@
 #include <memory>
 #include <optional>
 
+#include "base/check.h"
 #include "base/mutation.h"
 #include "engine/slice.h"
 #include "ferry/types.h"
@@ -44,8 +45,29 @@ struct TaskWord {
   TaskStatus latch = TaskStatus::kPending;      // kPending = nothing latched
   TaskStatus published = TaskStatus::kPending;  // kPending = not published
 
-  static uint64_t Pack(const TaskWord& w);
-  static TaskWord Unpack(uint64_t raw);
+  static constexpr uint64_t kUnresolvedMask = 0xffffffffull;
+  static constexpr uint64_t kFailedBit = 1ull << 32;
+  static constexpr int kLatchShift = 40;
+  static constexpr int kPublishedShift = 48;
+
+  // Inline: both run several times per slice on the hot path.
+  static uint64_t Pack(const TaskWord& w) {
+    return uint64_t{w.unresolved} | (w.failed ? kFailedBit : 0) |
+           (uint64_t{static_cast<uint8_t>(w.latch)} << kLatchShift) |
+           (uint64_t{static_cast<uint8_t>(w.published)} << kPublishedShift);
+  }
+  static TaskWord Unpack(uint64_t raw) {
+    TaskWord w;
+    w.unresolved = static_cast<uint32_t>(raw & kUnresolvedMask);
+    w.failed = (raw & kFailedBit) != 0;
+    const auto latch = static_cast<uint8_t>((raw >> kLatchShift) & 0xff);
+    const auto published = static_cast<uint8_t>((raw >> kPublishedShift) & 0xff);
+    FERRY_CHECK_LE(latch, static_cast<uint8_t>(TaskStatus::kInvalid));
+    FERRY_CHECK_LE(published, static_cast<uint8_t>(TaskStatus::kInvalid));
+    w.latch = static_cast<TaskStatus>(latch);
+    w.published = static_cast<TaskStatus>(published);
+    return w;
+  }
 };
 
 struct TaskGeometry {
@@ -68,15 +90,33 @@ class Task {
   Task& operator=(const Task&) = delete;
 
   // ------------------------------------------------------------ readers
-  TaskStatus status() const;  // the published status, PENDING before
-  TaskWord LoadWord() const;
+  // (Inline: these run on every post and completion.)
+  TaskStatus status() const { return LoadWord().published; }  // PENDING before publish
+  TaskWord LoadWord() const { return TaskWord::Unpack(word_.load(std::memory_order_seq_cst)); }
   // The latched CANCELED/TIMEOUT, if any (also after publish).
-  std::optional<TaskStatus> latched() const;
+  std::optional<TaskStatus> latched() const {
+    const TaskWord w = LoadWord();
+    if (w.latch == TaskStatus::kPending) return std::nullopt;
+    return w.latch;
+  }
   uint32_t slice_count() const { return slice_count_; }
-  const Slice& slice(uint32_t i) const;
-  Slice& mutable_slice(uint32_t i);  // owner only (owner-only counters)
-  uint64_t SliceOffsetBytes(uint32_t i) const;
-  uint32_t SliceLengthBytes(uint32_t i) const;
+  const Slice& slice(uint32_t i) const {
+    FERRY_CHECK_LT(i, slice_count_);
+    return slices_[i];
+  }
+  Slice& mutable_slice(uint32_t i) {  // owner only (owner-only counters)
+    FERRY_CHECK_LT(i, slice_count_);
+    return slices_[i];
+  }
+  uint64_t SliceOffsetBytes(uint32_t i) const {
+    FERRY_CHECK_LT(i, slice_count_);
+    return uint64_t{i} * geometry_.slice_size_bytes;
+  }
+  uint32_t SliceLengthBytes(uint32_t i) const {
+    const uint64_t rest = geometry_.length_bytes - SliceOffsetBytes(i);
+    return static_cast<uint32_t>(rest < geometry_.slice_size_bytes ? rest
+                                                                   : geometry_.slice_size_bytes);
+  }
   const TaskGeometry& geometry() const { return geometry_; }
   bool Expired(uint64_t now_ns) const { return now_ns >= geometry_.deadline_ns; }
 

@@ -149,6 +149,9 @@ using InboxItem = std::variant<InboxSubmit, InboxWire, InboxAsync, InboxShutdown
 
 enum class Phase : uint8_t { kInbox, kPost, kPoll, kSweep, kReclaim };
 using PhaseOrder = std::array<Phase, 5>;
+// WRs per post_send chain: PostAll posts one chain per QP per round.
+inline constexpr uint32_t kChainMax = 32;
+
 inline constexpr PhaseOrder kDefaultPhases = {Phase::kInbox, Phase::kPost, Phase::kPoll,
                                               Phase::kSweep, Phase::kReclaim};
 
@@ -229,6 +232,14 @@ class Worker {
   struct Pending {
     std::shared_ptr<TaskRoute> route;
     uint32_t slice = 0;
+  };
+  // One post_send chain being built by PostAll (a member so the WRs and
+  // entries are not constructed and zeroed again for every chain).
+  struct ChainEntry {
+    Pending p;
+    uint32_t qi = 0;
+    uint32_t slot = 0;
+    bool posted = false;
   };
   struct Rail {
     uint64_t errors_in_window = 0;
@@ -317,7 +328,11 @@ class Worker {
   std::map<uint64_t, std::pair<uint32_t, uint32_t>> errored_cqs_;  // CQ id -> (ctx, i)
   std::vector<Rail> rails_;                                        // per context
   std::vector<std::shared_ptr<TaskRoute>> tasks_;
+  std::array<ChainEntry, kChainMax> chain_;       // PostAll scratch; empty between calls
+  std::array<hal::SendWr, kChainMax> chain_wrs_;  // sg_list[1..] and imm_data stay 0
   uint64_t next_qp_uid_ = 1;
+  // No unhandled task of tasks_ expires before this (UINT64_MAX: none).
+  uint64_t next_task_deadline_ns_ = UINT64_MAX;
   uint64_t last_poll_ns_ = 0;
   bool shutdown_ = false;
   WorkerStats stats_;

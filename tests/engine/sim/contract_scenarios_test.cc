@@ -1040,7 +1040,8 @@ struct SwarmTally {
   std::array<uint64_t, 8> status{};
 };
 
-std::string Swarm(uint64_t seed, std::string* plan_text, SwarmTally* tally) {
+std::string Swarm(uint64_t seed, std::string* plan_text, SwarmTally* tally,
+                  base::Mutations mutations = base::Mutations()) {
   EngineConfig c = ScenarioConfig();
   c.slice_timeout_ns = 30'000'000;
   c.qp_timeout_exp = 10;
@@ -1051,7 +1052,8 @@ std::string Swarm(uint64_t seed, std::string* plan_text, SwarmTally* tally) {
   // Bring-up failures are C7's scenarios (engine_context_c7_test).
   fc.plan.Set(sim::FaultKind::kResourceFail, sim::kNever);
   *plan_text = fc.plan.ToString();
-  TwoEngines w(seed, sim::NetPlan{}, base::Mutations(), c, fc);
+  fc.mutations = mutations;
+  TwoEngines w(seed, sim::NetPlan{}, mutations, c, fc);
   auto s01 = w.Open(0, 1);
   auto s10 = w.Open(1, 0);
   if (!s01.ok() || !s10.ok()) return "open failed";
@@ -1135,6 +1137,28 @@ TEST(EngineSwarm, SeededFaultPlansKeepTheContracts) {
   std::printf("swarm: %llu seeds, faults injected:%s; task statuses:%s\n",
               static_cast<unsigned long long>(kSwarmSeeds), faults.c_str(), statuses.c_str());
   EXPECT_EQ(failures, 0u);
+}
+
+// Seed 119 (found with WR chains of up to 32 per post_send): h1's endpoint
+// retires while one of its QPs cannot be moved to ERR (modify_qp_fail), so
+// that QP stays RTS with WRITEs outstanding; h0 has meanwhile destroyed its
+// side and created new QPs that reuse the QPNs. The stale QP's
+// retransmissions reach the new QP. The simulator used to answer them to the
+// packet's source, re-acknowledging them as duplicates, so the stale WRITE
+// completed with 3 of its 8 KiB never placed ("COMPLETED task h1 tag 2000
+// moved wrong bytes"). RC hardware answers the QP it is connected to, and
+// the random starting PSNs make the new requester ignore those answers; the
+// stale QP's WRs then resolve by destroy + empty poll and are reposted.
+TEST(EngineSwarmRegression, Seed119StaleQpAfterQpnReuse) {
+  SwarmTally tally;
+  std::string plan;
+  EXPECT_EQ(Swarm(119, &plan, &tally), "") << plan;
+#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
+  // With responses trusted to their source again, the seed fails as found.
+  base::Mutations m;
+  m.Enable(base::Mutation::kSimRespToSource);
+  EXPECT_EQ(Swarm(119, &plan, &tally, m), "COMPLETED task h1 tag 2000 moved wrong bytes");
+#endif
 }
 
 }  // namespace
