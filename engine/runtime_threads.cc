@@ -73,6 +73,7 @@ void ThreadedRuntime::Stop() {
     // Release user waits at once (they look at the stop flag).
     base::MutexLock l(&progress_mu_);
     ++progress_gen_;
+    progress_gen_hint_.store(progress_gen_, std::memory_order_release);
     progress_cv_.SignalAll();
   }
   for (uint32_t w = 0; w < slots_.size(); ++w) {
@@ -119,8 +120,14 @@ uint64_t ThreadedRuntime::ProgressGeneration() {
 }
 
 void ThreadedRuntime::WaitProgress(uint64_t seen, uint64_t timeout_ns) {
-  const auto end = std::chrono::steady_clock::now() +
-                   std::chrono::nanoseconds(std::min(timeout_ns, kIdleWaitMaxNs));
+  const auto start = std::chrono::steady_clock::now();
+  const auto end = start + std::chrono::nanoseconds(std::min(timeout_ns, kIdleWaitMaxNs));
+  const auto spin_end = std::min(end, start + std::chrono::nanoseconds(kWaiterSpinNs));
+  // Spin phase (bounded by spin_end): the hint moves with the generation.
+  while (progress_gen_hint_.load(std::memory_order_acquire) == seen && !stop_.load()) {
+    if (std::chrono::steady_clock::now() >= spin_end) break;
+    std::this_thread::yield();
+  }
   base::MutexLock l(&progress_mu_);
   FERRY_CHECK_GT(waiters_, 0u);  // a RuntimeWaiter is registered
   // Bounded: each round either sees a new generation, the stop flag, or
@@ -138,6 +145,7 @@ void ThreadedRuntime::WaitProgress(uint64_t seen, uint64_t timeout_ns) {
 void ThreadedRuntime::NotifyProgress() {
   base::MutexLock l(&progress_mu_);
   ++progress_gen_;
+  progress_gen_hint_.store(progress_gen_, std::memory_order_release);
   if (waiters_ == 0) return;
   stats_.progress_signals.fetch_add(1, std::memory_order_relaxed);
   progress_cv_.SignalAll();

@@ -87,6 +87,10 @@ class ThreadedRuntime {
   static constexpr uint64_t kListenerBlockedMinNs = 50'000;
   static constexpr uint64_t kListenerWaitNs = 200'000;
   static constexpr uint64_t kAsyncWaitNs = 1'000'000;
+  // A user wait first spins this long (yielding) on the generation before
+  // it blocks on the condition: a completion that arrives within it costs
+  // no futex wake-up.
+  static constexpr uint64_t kWaiterSpinNs = 20'000;
 
   explicit ThreadedRuntime(EngineImpl* engine);
   ~ThreadedRuntime();
@@ -110,7 +114,8 @@ class ThreadedRuntime {
   void RemoveWaiter();
   uint64_t ProgressGeneration();
   // Blocks until the generation differs from `seen`, timeout_ns passed
-  // (capped at kIdleWaitMaxNs) or the runtime stopped.
+  // (capped at kIdleWaitMaxNs) or the runtime stopped; spins (yielding)
+  // up to kWaiterSpinNs first.
   void WaitProgress(uint64_t seen, uint64_t timeout_ns);
 
  private:
@@ -138,6 +143,9 @@ class ThreadedRuntime {
   base::Mutex progress_mu_;
   base::CondVar progress_cv_;
   uint64_t progress_gen_ ABSL_GUARDED_BY(progress_mu_) = 0;
+  // Written with progress_gen_ (under progress_mu_), read without it by the
+  // spin phase of WaitProgress (a hint only: the blocking phase decides).
+  std::atomic<uint64_t> progress_gen_hint_{0};
   uint32_t waiters_ ABSL_GUARDED_BY(progress_mu_) = 0;
 };
 
