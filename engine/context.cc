@@ -109,7 +109,15 @@ absl::Status Context::EnableStages() {
   FERRY_ASSIGN_OR_RETURN(hal::PortAttr port, verbs_->QueryPort(ctx_.get(), port_num_));
   lid_ = port.lid;
   active_mtu_ = port.active_mtu;
-  gid_index_ = gid_index_config_ < 0 ? 0 : gid_index_config_;
+  if (gid_index_config_ >= 0) {
+    gid_index_ = gid_index_config_;
+    gid_choice_ = GidChoice::kConfigured;
+  } else {
+    FERRY_ASSIGN_OR_RETURN(const GidSelection sel,
+                           ChooseGid(verbs_, ctx_.get(), port_num_, port.gid_tbl_len));
+    gid_index_ = sel.index;
+    gid_choice_ = sel.why;
+  }
   FERRY_ASSIGN_OR_RETURN(gid_, verbs_->QueryGid(ctx_.get(), port_num_, gid_index_));
   if (wr_depth_ > attr_.max_qp_wr) {
     return absl::InvalidArgumentError(

@@ -38,6 +38,7 @@
 #include "absl/status/statusor.h"
 #include "base/mutation.h"
 #include "base/mutex.h"
+#include "engine/gid_select.h"
 #include "engine/handles.h"
 #include "ferry/config.h"
 #include "hal/types.h"
@@ -107,6 +108,8 @@ class Context {
   hal::Mtu active_mtu() const { return active_mtu_; }
   uint8_t port_num() const { return port_num_; }
   int gid_index() const { return gid_index_; }
+  // Why gid_index() was used (configured, or which automatic rule).
+  GidChoice gid_choice() const { return gid_choice_; }
   const hal::DeviceAttr& device_attr() const { return attr_; }
   uint32_t cqe_capacity() const { return cqe_capacity_; }
   Stage reached() const { return reached_; }
@@ -176,6 +179,7 @@ class Context {
   hal::DeviceAttr attr_;
   hal::Gid gid_;
   int gid_index_ = 0;
+  GidChoice gid_choice_ = GidChoice::kConfigured;
   uint16_t lid_ = 0;
   hal::Mtu active_mtu_ = hal::Mtu::k1024;
   uint32_t cqe_capacity_ = 0;

@@ -545,12 +545,16 @@ absl::StatusOr<std::optional<SegmentHandle>> Engine::PollOpenSegment(OpenToken t
 absl::StatusOr<SegmentHandle> Engine::OpenSegment(std::string_view host_port, uint64_t timeout_ns) {
   FERRY_ASSIGN_OR_RETURN(OpenToken t, impl_->OpenSegmentAsync(host_port));
   const uint64_t end = impl_->env().clock->NowNs() + timeout_ns;
+  // Woken by the listener's step that delivered the descriptor; the poll
+  // also resends the request (its period is well above the wait's cap).
+  engine::RuntimeWaiter waiter(impl_.get());
   for (;;) {
+    const uint64_t seen = waiter.Generation();
     FERRY_ASSIGN_OR_RETURN(auto h, impl_->PollOpenSegment(t));
     if (h.has_value()) return *h;
-    if (impl_->env().clock->NowNs() >= end)
-      return absl::DeadlineExceededError("OpenSegment timed out");
-    engine::RuntimeYield();
+    const uint64_t now = impl_->env().clock->NowNs();
+    if (now >= end) return absl::DeadlineExceededError("OpenSegment timed out");
+    waiter.Wait(seen, end - now);
   }
 }
 absl::Status Engine::CloseSegment(SegmentHandle segment) { return impl_->CloseSegment(segment); }
@@ -568,10 +572,15 @@ absl::StatusOr<BatchStatus> Engine::GetBatchStatus(BatchId batch) const {
 }
 absl::StatusOr<BatchStatus> Engine::WaitBatch(BatchId batch, uint64_t timeout_ns) {
   const uint64_t end = impl_->env().clock->NowNs() + timeout_ns;
+  // Woken by the worker step that published (runtime_threads.h); the
+  // generation is read before the status so no publish is missed.
+  engine::RuntimeWaiter waiter(impl_.get());
   for (;;) {
+    const uint64_t seen = waiter.Generation();
     FERRY_ASSIGN_OR_RETURN(BatchStatus s, impl_->GetBatchStatus(batch));
-    if (s.overall != TaskStatus::kPending || impl_->env().clock->NowNs() >= end) return s;
-    engine::RuntimeYield();
+    const uint64_t now = impl_->env().clock->NowNs();
+    if (s.overall != TaskStatus::kPending || now >= end) return s;
+    waiter.Wait(seen, end - now);
   }
 }
 absl::Status Engine::Cancel(TaskId task) { return impl_->Cancel(task); }
@@ -580,9 +589,17 @@ absl::Status Engine::FreeBatch(BatchId batch) { return impl_->FreeBatch(batch); 
 absl::Status Engine::Shutdown(uint64_t timeout_ns) {
   impl_->BeginShutdown();
   const uint64_t end = impl_->env().clock->NowNs() + timeout_ns;
-  while (!engine::RuntimeWorkersDrained(impl_.get()) && impl_->env().clock->NowNs() < end)
-    engine::RuntimeYield();
-  const bool drained = engine::RuntimeWorkersDrained(impl_.get());
+  bool drained = false;
+  {
+    engine::RuntimeWaiter waiter(impl_.get());
+    for (;;) {
+      const uint64_t seen = waiter.Generation();
+      drained = engine::RuntimeWorkersDrained(impl_.get());
+      const uint64_t now = impl_->env().clock->NowNs();
+      if (drained || now >= end) break;
+      waiter.Wait(seen, end - now);
+    }
+  }
   engine::StopThreadedRuntime(impl_.get());
   if (!drained) return absl::DeadlineExceededError("shutdown: endpoints still retiring");
   return impl_->FinishShutdown();

@@ -8,10 +8,10 @@
 
 namespace ferry::engine {
 
-size_t Listener::Step(size_t max) {
+size_t Listener::Step(size_t max, uint64_t first_wait_ns) {
   size_t n = 0;
   for (; n < max; ++n) {
-    auto polled = env_.net->Poll(0);
+    auto polled = env_.net->Poll(n == 0 ? first_wait_ns : 0);
     if (!polled.ok() || !polled->has_value()) break;
     hal::Message msg = std::move(**polled);
     if (IsDescriptorMessage(msg.bytes)) {

@@ -38,8 +38,11 @@ struct ListenerEnv {
 class Listener {
  public:
   explicit Listener(ListenerEnv env) : env_(std::move(env)) {}
-  // Handles up to `max` messages; returns how many were read.
-  size_t Step(size_t max);
+  // Handles up to `max` messages; returns how many were read. Waits up to
+  // first_wait_ns for the first message (ControlNet::Poll's timeout; the
+  // production runtime blocks here, bounded so Stop stays prompt), never
+  // for the following ones. The sim runtime passes 0: it never waits.
+  size_t Step(size_t max, uint64_t first_wait_ns = 0);
   uint64_t rejected() const { return rejected_; }
 
  private:

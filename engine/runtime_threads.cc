@@ -69,6 +69,13 @@ void ThreadedRuntime::Stop() {
     if (stop_.exchange(true)) return;
     joining.swap(threads_);
   }
+  {
+    // Release user waits at once (they look at the stop flag).
+    base::MutexLock l(&progress_mu_);
+    ++progress_gen_;
+    progress_gen_hint_.store(progress_gen_, std::memory_order_release);
+    progress_cv_.SignalAll();
+  }
   for (uint32_t w = 0; w < slots_.size(); ++w) {
     // Direct write: Wake() is a no-op once stop_ is set.
     const uint64_t one = 1;
@@ -95,6 +102,55 @@ bool ThreadedRuntime::WorkersDrained() const {
   return true;
 }
 
+void ThreadedRuntime::AddWaiter() {
+  base::MutexLock l(&progress_mu_);
+  ++waiters_;
+  stats_.user_waits.fetch_add(1, std::memory_order_relaxed);
+}
+
+void ThreadedRuntime::RemoveWaiter() {
+  base::MutexLock l(&progress_mu_);
+  FERRY_CHECK_GT(waiters_, 0u);
+  --waiters_;
+}
+
+uint64_t ThreadedRuntime::ProgressGeneration() {
+  base::MutexLock l(&progress_mu_);
+  return progress_gen_;
+}
+
+void ThreadedRuntime::WaitProgress(uint64_t seen, uint64_t timeout_ns) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto end = start + std::chrono::nanoseconds(std::min(timeout_ns, kIdleWaitMaxNs));
+  const auto spin_end = std::min(end, start + std::chrono::nanoseconds(kWaiterSpinNs));
+  // Spin phase (bounded by spin_end): the hint moves with the generation.
+  while (progress_gen_hint_.load(std::memory_order_acquire) == seen && !stop_.load()) {
+    if (std::chrono::steady_clock::now() >= spin_end) break;
+    std::this_thread::yield();
+  }
+  base::MutexLock l(&progress_mu_);
+  FERRY_CHECK_GT(waiters_, 0u);  // a RuntimeWaiter is registered
+  // Bounded: each round either sees a new generation, the stop flag, or
+  // the end of the (capped) timeout.
+  while (progress_gen_ == seen && !stop_.load()) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= end) return;
+    progress_cv_.WaitFor(
+        &progress_mu_,
+        static_cast<uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(end - now).count()));
+  }
+}
+
+void ThreadedRuntime::NotifyProgress() {
+  base::MutexLock l(&progress_mu_);
+  ++progress_gen_;
+  progress_gen_hint_.store(progress_gen_, std::memory_order_release);
+  if (waiters_ == 0) return;
+  stats_.progress_signals.fetch_add(1, std::memory_order_relaxed);
+  progress_cv_.SignalAll();
+}
+
 void ThreadedRuntime::WaitOn(Slot& s, std::vector<int>& fds, uint64_t wait_ns) {
   std::vector<pollfd> p;
   p.reserve(fds.size() + 1);
@@ -118,6 +174,8 @@ void ThreadedRuntime::WorkerLoop(uint32_t w) {
     const WaitSet ws = worker.Step();
     stats_.worker_steps.fetch_add(1, std::memory_order_relaxed);
     s.drained.store(worker.ShutDown());
+    // After the drained flag: a Shutdown waiter that wakes sees it.
+    NotifyProgress();
     if (ws.work_now) continue;
     uint64_t wait_ns = kIdleWaitMaxNs;
     if (ws.deadline_ns) {
@@ -126,17 +184,19 @@ void ThreadedRuntime::WorkerLoop(uint32_t w) {
     }
     fds.clear();
     fd_channels.clear();
-    if (ws.poll_now) {
-      for (hal::CompChannelHandle ch : ws.channels) {
-        if (!ch.valid()) continue;
-        auto fd = verbs->CompChannelFd(ch);
-        if (!fd.ok()) continue;
-        fds.push_back(*fd);
-        fd_channels.push_back(ch);
-      }
-      // No fds (simulated RNIC): completions are seen by polling, soon.
-      if (fds.empty()) wait_ns = std::min(wait_ns, kPollWaitNs);
+    // Every channel, outstanding WRs or not: a CQE polled inline (rxe can
+    // complete a WRITE inside post_send) still fired the armed CQ's event,
+    // which must be taken and the CQ re-armed before the next post relies
+    // on it. A stale event costs one early return, once per arm.
+    for (hal::CompChannelHandle ch : ws.channels) {
+      if (!ch.valid()) continue;
+      auto fd = verbs->CompChannelFd(ch);
+      if (!fd.ok()) continue;
+      fds.push_back(*fd);
+      fd_channels.push_back(ch);
     }
+    // No fds (simulated RNIC): completions are seen by polling, soon.
+    if (ws.poll_now && fds.empty()) wait_ns = std::min(wait_ns, kPollWaitNs);
     if (wait_ns > 0) WaitOn(s, fds, wait_ns);
     for (hal::CompChannelHandle ch : fd_channels) {
       for (int k = 0; k < kChannelEventsPerWakeMax; ++k) {  // take, ack, re-arm
@@ -152,9 +212,23 @@ void ThreadedRuntime::WorkerLoop(uint32_t w) {
 
 void ThreadedRuntime::ListenerLoop() {
   while (!stop_.load()) {
-    const size_t n = engine_->listener().Step(kListenerBatch);
+    // Blocks in ControlNet::Poll for the first message (bounded, so the
+    // stop flag is seen within kListenerPollNs).
+    const auto t0 = std::chrono::steady_clock::now();
+    const size_t n = engine_->listener().Step(kListenerBatch, kListenerPollNs);
     stats_.listener_messages.fetch_add(n, std::memory_order_relaxed);
-    if (n == 0) std::this_thread::sleep_for(std::chrono::nanoseconds(kListenerWaitNs));
+    if (n > 0) {
+      NotifyProgress();  // a descriptor may have arrived (OpenSegment waits)
+      continue;
+    }
+    stats_.listener_waits.fetch_add(1, std::memory_order_relaxed);
+    const auto waited = std::chrono::steady_clock::now() - t0;
+    if (waited < std::chrono::nanoseconds(kListenerBlockedMinNs)) {
+      // The ControlNet did not block (the simulated one never does): do
+      // not spin.
+      stats_.listener_sleeps.fetch_add(1, std::memory_order_relaxed);
+      std::this_thread::sleep_for(std::chrono::nanoseconds(kListenerWaitNs));
+    }
   }
 }
 
@@ -197,6 +271,30 @@ bool RuntimeWorkersDrained(EngineImpl* engine) {
   return engine->WorkersDrained();
 }
 
-void RuntimeYield() { std::this_thread::sleep_for(std::chrono::microseconds(50)); }
+void RuntimeYield() {
+  std::this_thread::sleep_for(std::chrono::nanoseconds(kWaiterFallbackSleepNs));
+}
+
+RuntimeWaiter::RuntimeWaiter(EngineImpl* engine)
+    : rt_(engine->threaded_runtime != nullptr && engine->threaded_runtime->running()
+              ? engine->threaded_runtime.get()
+              : nullptr) {
+  if (rt_ != nullptr) rt_->AddWaiter();
+}
+
+RuntimeWaiter::~RuntimeWaiter() {
+  if (rt_ != nullptr) rt_->RemoveWaiter();
+}
+
+uint64_t RuntimeWaiter::Generation() { return rt_ != nullptr ? rt_->ProgressGeneration() : 0; }
+
+void RuntimeWaiter::Wait(uint64_t seen, uint64_t timeout_ns) {
+  if (rt_ != nullptr && rt_->running()) {
+    rt_->WaitProgress(seen, timeout_ns);
+  } else {
+    std::this_thread::sleep_for(
+        std::chrono::nanoseconds(std::min(timeout_ns, kWaiterFallbackSleepNs)));
+  }
+}
 
 }  // namespace ferry::engine

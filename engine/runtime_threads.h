@@ -4,27 +4,45 @@
 // "Steps and runtimes").
 //
 // Thread safety: Start/Stop from the thread that owns the Engine (Create,
-// Shutdown, the destructor); Wake and WorkersDrained from any thread.
+// Shutdown, the destructor); Wake, WorkersDrained and the progress calls
+// (RuntimeWaiter) from any thread.
 //
 // What must stay true:
-// - A worker thread blocks only on its wait set: its wake eventfd (written
-//   by Wake, i.e. after every push into its inbox), the completion-channel
-//   fds of its CQs when it has WRs outstanding (the backend gives fds; the
-//   simulated RNIC does not, then a short bounded wait replaces them), and
-//   its next deadline. A wait never exceeds kIdleWaitMaxNs, so a stop
-//   request is seen within that bound even if a wakeup were lost.
+// - Every runtime thread blocks in the kernel on what can wake it, never in
+//   a sleep loop while the backend gives it something to block on:
+//   * a worker on its wait set: its wake eventfd (written by Wake, i.e.
+//     after every push into its inbox), the completion-channel fds of its
+//     CQs when it has WRs outstanding (the simulated RNIC has no fds: then
+//     a short bounded wait, kPollWaitNs, replaces them), and its next
+//     deadline;
+//   * the listener in ControlNet::Poll(timeout) (Listener::Step with a
+//     first-message wait); a ControlNet that returns at once although
+//     nothing arrived (the simulated one) is caught by measuring the call,
+//     and the listener then waits kListenerWaitNs;
+//   * the async reader in ppoll on the contexts' async fds (kAsyncWaitNs
+//     sleep only when no context has one, i.e. the simulated RNIC).
+//   No wait exceeds kIdleWaitMaxNs, so a stop request is seen within that
+//   bound even if a wakeup were lost.
 // - No lost wakeup: Wake sets the worker's `pending` flag and writes the
 //   eventfd when the flag was clear; the worker clears the flag and drains
 //   the eventfd *before* Step drains the inbox, so a push after that point
 //   leaves the eventfd readable and the following poll returns at once.
 // - Every completion event taken from a channel is acknowledged at once and
 //   its CQ re-armed before the next Step polls it (no CQE can complete
-//   between the poll and the arm unseen).
+//   between the poll and the arm unseen). Events are taken from every
+//   channel the worker owns after every wait, outstanding WRs or not, so a
+//   CQ is never left disarmed by an event nobody read.
+// - Progress for user waits: after every worker Step and every listener
+//   step that read a message, the stepping thread bumps the progress
+//   generation under progress_mu_ and signals the waiters. A waiter reads
+//   the generation (under the same mutex) *before* checking its condition
+//   and sleeps only while the generation is unchanged, so a publish after
+//   its check always wakes it (the publish happens before the bump).
 // - Worker state is touched only by its thread. What other threads need of
 //   it (is it drained?) is published by that thread in an atomic after
 //   each Step (`drained`), never read from the worker directly.
 // - Stop joins every thread; after Stop no runtime thread touches the
-//   engine. Wake after Stop is a no-op.
+//   engine. Wake after Stop is a no-op; waiters are released.
 #ifndef FERRY_ENGINE_RUNTIME_THREADS_H_
 #define FERRY_ENGINE_RUNTIME_THREADS_H_
 
@@ -48,7 +66,11 @@ struct ThreadedRuntimeStats {
   std::atomic<uint64_t> channel_events{0};  // completion events taken
   std::atomic<uint64_t> wakes_written{0};   // eventfd writes by Wake
   std::atomic<uint64_t> listener_messages{0};
+  std::atomic<uint64_t> listener_waits{0};   // blocking ControlNet polls
+  std::atomic<uint64_t> listener_sleeps{0};  // fallback sleeps (Poll did not block)
   std::atomic<uint64_t> async_events{0};
+  std::atomic<uint64_t> progress_signals{0};  // generation bumps with a waiter
+  std::atomic<uint64_t> user_waits{0};        // blocking waits of user helpers
 };
 
 class ThreadedRuntime {
@@ -59,8 +81,16 @@ class ThreadedRuntime {
   // Wait of a worker with WRs outstanding when the backend has no channel
   // fds (the simulated RNIC), and of the listener between empty polls.
   static constexpr uint64_t kPollWaitNs = 20'000;
+  // Listener: the blocking Poll's bound, and the fallback wait after a Poll
+  // that returned empty sooner than kListenerBlockedMinNs (did not block).
+  static constexpr uint64_t kListenerPollNs = kIdleWaitMaxNs;
+  static constexpr uint64_t kListenerBlockedMinNs = 50'000;
   static constexpr uint64_t kListenerWaitNs = 200'000;
   static constexpr uint64_t kAsyncWaitNs = 1'000'000;
+  // A user wait first spins this long (yielding) on the generation before
+  // it blocks on the condition: a completion that arrives within it costs
+  // no futex wake-up.
+  static constexpr uint64_t kWaiterSpinNs = 20'000;
 
   explicit ThreadedRuntime(EngineImpl* engine);
   ~ThreadedRuntime();
@@ -79,6 +109,15 @@ class ThreadedRuntime {
   bool running() const { return started_.load() && !stop_.load(); }
   const ThreadedRuntimeStats& stats() const { return stats_; }
 
+  // User waits (see RuntimeWaiter). Any thread.
+  void AddWaiter();
+  void RemoveWaiter();
+  uint64_t ProgressGeneration();
+  // Blocks until the generation differs from `seen`, timeout_ns passed
+  // (capped at kIdleWaitMaxNs) or the runtime stopped; spins (yielding)
+  // up to kWaiterSpinNs first.
+  void WaitProgress(uint64_t seen, uint64_t timeout_ns);
+
  private:
   struct Slot {
     int event_fd = -1;                 // wake eventfd (non-blocking)
@@ -91,6 +130,8 @@ class ThreadedRuntime {
   // Blocks up to wait_ns on the slot's eventfd and `fds` (appended after
   // it). Returns after the first readable fd or the timeout.
   void WaitOn(Slot& s, std::vector<int>& fds, uint64_t wait_ns);
+  // After a step that may have published: bump the generation, wake waiters.
+  void NotifyProgress();
 
   EngineImpl* const engine_;
   std::vector<std::unique_ptr<Slot>> slots_;  // fixed after construction
@@ -99,6 +140,35 @@ class ThreadedRuntime {
   ThreadedRuntimeStats stats_;
   base::Mutex mu_;  // Start/Stop may come from different user threads
   std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
+  base::Mutex progress_mu_;
+  base::CondVar progress_cv_;
+  uint64_t progress_gen_ ABSL_GUARDED_BY(progress_mu_) = 0;
+  // Written with progress_gen_ (under progress_mu_), read without it by the
+  // spin phase of WaitProgress (a hint only: the blocking phase decides).
+  std::atomic<uint64_t> progress_gen_hint_{0};
+  uint32_t waiters_ ABSL_GUARDED_BY(progress_mu_) = 0;
+};
+
+// What a blocking helper (engine.cc: OpenSegment, WaitBatch, Shutdown) uses
+// between two looks at the non-blocking core. Registered as a waiter for
+// its lifetime. Loop:
+//   const uint64_t seen = waiter.Generation();
+//   if (condition holds) break;
+//   waiter.Wait(seen, remaining_ns);
+// With a threaded runtime running, Wait returns when a worker or the
+// listener stepped after `seen` was read (or after the bounded timeout);
+// without one (the engine is stepped elsewhere) it sleeps a short while.
+class RuntimeWaiter {
+ public:
+  explicit RuntimeWaiter(EngineImpl* engine);
+  ~RuntimeWaiter();
+  RuntimeWaiter(const RuntimeWaiter&) = delete;
+  RuntimeWaiter& operator=(const RuntimeWaiter&) = delete;
+  uint64_t Generation();
+  void Wait(uint64_t seen, uint64_t timeout_ns);
+
+ private:
+  ThreadedRuntime* rt_;  // null: no threaded runtime
 };
 
 // Creates and starts the runtime of `engine` (engine->threaded_runtime).
@@ -109,7 +179,10 @@ void StopThreadedRuntime(EngineImpl* engine);
 // threaded runtime runs the engine (the worker objects belong to their
 // threads), else from the workers themselves (sim, single-threaded).
 bool RuntimeWorkersDrained(EngineImpl* engine);
-// What a blocking helper does between two polls of the non-blocking core.
+// Sleep of a RuntimeWaiter without a threaded runtime.
+inline constexpr uint64_t kWaiterFallbackSleepNs = 50'000;
+// A short sleep (kWaiterFallbackSleepNs), for test loops that step
+// something themselves; the engine's blocking helpers use RuntimeWaiter.
 void RuntimeYield();
 
 }  // namespace engine

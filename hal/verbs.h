@@ -34,6 +34,27 @@ namespace ferry::hal {
 // Result of PostSend: `status` is OK when the whole chain was posted; else it
 // is the error of WR number `first_bad` (0-based), and WRs [0, first_bad)
 // were posted.
+// Type of a GID table entry (ibv_gid_type): which protocol a QP whose
+// sgid_index names this entry speaks. RoCE v2 is routable (UDP/IP).
+enum class GidType : uint8_t { kIb, kRoceV1, kRoceV2 };
+inline std::string_view GidTypeName(GidType t) {
+  switch (t) {
+    case GidType::kIb:
+      return "IB";
+    case GidType::kRoceV1:
+      return "RoCE v1";
+    case GidType::kRoceV2:
+      return "RoCE v2";
+  }
+  return "?";
+}
+
+// One GID table entry (ibv_gid_entry without the netdev index).
+struct GidEntry {
+  Gid gid;
+  GidType type = GidType::kIb;
+};
+
 struct PostResult {
   absl::Status status;
   uint32_t first_bad = 0;
@@ -53,6 +74,12 @@ class Verbs {
   virtual absl::StatusOr<DeviceAttr> QueryDevice(ContextHandle ctx) = 0;
   virtual absl::StatusOr<PortAttr> QueryPort(ContextHandle ctx, uint8_t port_num) = 0;
   virtual absl::StatusOr<Gid> QueryGid(ContextHandle ctx, uint8_t port_num, int index) = 0;
+  // The GID and its type at `index` (ibv_query_gid_ex). kNotFound when the
+  // slot is within the table but empty (ENODATA); kInvalidArgument for an
+  // index outside the table. Engine GID selection (gid_index = -1) scans
+  // the first entries with this call (engine/gid_select.h).
+  virtual absl::StatusOr<GidEntry> QueryGidEntry(ContextHandle ctx, uint8_t port_num,
+                                                 int index) = 0;
 
   // Protection domains and memory regions.
   virtual absl::StatusOr<PdHandle> AllocPd(ContextHandle ctx) = 0;

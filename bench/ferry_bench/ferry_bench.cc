@@ -21,7 +21,9 @@
 //                lists a peer segment's buffers). The initiator ends with a
 //                "totals:" line that scripts/softroce/ferry-bench-real and
 //                tests/softroce/ferry_bench_real.sh parse: keep its format.
-//                On Soft-RoCE pass --gid_index (auto picks index 0).
+//                --gid_index defaults to auto (engine/gid_select.h: the
+//                RoCE v2 IPv4 GID on Soft-RoCE); the initiator prints each
+//                side's chosen GID.
 //
 // What must stay true: a point's bytes count only COMPLETED tasks; any
 // other terminal status or a byte mismatch is reported and makes the exit
@@ -29,6 +31,7 @@
 // The target's buffer holds a read half (fixed pattern, READ points verify
 // against it) and a write half (WRITE points write it and, with --verify,
 // read it back into a scratch area of the initiator and compare).
+#include <arpa/inet.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -73,11 +76,25 @@ namespace {
 
 constexpr uint64_t kRealTargetBase = 0x600000000000ull;
 constexpr size_t kPointsMax = 4096;
+// Most a real-mode stream thread blocks in one WaitBatch.
+constexpr uint64_t kRealWaitMaxNs = 20'000'000;
 
 uint64_t WallNs() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                    std::chrono::steady_clock::now().time_since_epoch())
                                    .count());
+}
+
+// "rxe0 gid ::ffff:192.0.2.1, ..." for the engine's local devices: shows
+// which GID the engine uses (auto selection included).
+std::string DevicesText(const SegmentDescriptor& d) {
+  std::vector<std::string> parts;
+  for (const DeviceDescriptor& dev : d.devices) {
+    char text[INET6_ADDRSTRLEN] = {};
+    if (::inet_ntop(AF_INET6, dev.gid.data(), text, sizeof text) == nullptr) text[0] = '\0';
+    parts.push_back(absl::StrCat(dev.name, " gid ", text));
+  }
+  return absl::StrJoin(parts, ", ");
 }
 
 // ------------------------------------------------------------------ options
@@ -97,7 +114,7 @@ struct Options {
   bool verify = false;
   EngineConfig config;
   uint64_t serve_s = 0;  // target: 0 = until killed
-  uint64_t poll_us = 0;  // real: pause between status polls (0 = yield only)
+  uint64_t poll_us = 0;  // real: pause between status polls (0 = block in WaitBatch)
 };
 
 void Usage() {
@@ -108,7 +125,8 @@ void Usage() {
                "         [--wr_depth N] [--slice_kib N] [--task_timeout_ms N]\n"
                "       real mode: --role target|initiator --listen HOST:PORT --device NAME\n"
                "         [--gid_index N (default: auto)] [--timeout_exp N (QP ACK timeout)]\n"
-               "         [--poll_us N (user threads sleep N us between status polls)]\n"
+               "         [--poll_us N (user threads sleep N us between status polls;\n"
+               "          default 0: they block in WaitBatch until the engine publishes)]\n"
                "         [--peer HOST:PORT (initiator)] [--serve_s N (target)]\n");
 }
 
@@ -283,6 +301,13 @@ class Stream {
     }
     if (shared_->stop.load() || shared_->bytes.load() >= point_bytes_) return true;
     return !Start(false);
+  }
+
+  // Real mode only (blocks): waits until the batch in flight may have
+  // changed (Engine::WaitBatch, woken by the worker that publishes), at
+  // most max_ns. No batch in flight: returns at once.
+  void WaitInFlight(uint64_t max_ns) {
+    if (phase_ != Phase::kIdle) (void)e_->WaitBatch(batch_, max_ns);
   }
 
   std::vector<uint64_t> latencies_ns;
@@ -630,6 +655,7 @@ int RunReal(const Options& o) {
   std::signal(SIGTERM, OnSignal);
   if (target) {
     for (uint64_t k = 0; k < area; ++k) buf[k] = ReadPattern(k);
+    std::printf("ferry-bench target: %s\n", DevicesText(e.LocalSegment()).c_str());
     std::printf("ferry-bench target: listening on %s, buffer 0x%" PRIx64 " (%" PRIu64
                 " bytes); Ctrl-C to stop\n",
                 (*ctl)->LocalAddress().c_str(), kRealTargetBase, 2 * area);
@@ -656,6 +682,8 @@ int RunReal(const Options& o) {
   const std::vector<Point> plan = Plan(o);
   std::printf("ferry-bench mode=real initiator %s -> %s device=%s; %zu points\n",
               (*ctl)->LocalAddress().c_str(), o.peer.c_str(), o.device.c_str(), plan.size());
+  std::printf("local: %s (gid_index %s)\n", DevicesText(e.LocalSegment()).c_str(),
+              o.config.gid_index < 0 ? "auto" : absl::StrCat(o.config.gid_index).c_str());
   PrintHeader(false);
   int rc = 0;
   uint64_t total_batches = 0, total_failures = 0, total_verify_errors = 0, points_run = 0;
@@ -671,11 +699,13 @@ int RunReal(const Options& o) {
     for (auto& s : streams)
       th.emplace_back([&s, &shared, &o] {
         // A user thread that spins takes a CPU from the workers and the
-        // device (on Soft-RoCE the kernel does the device's work).
+        // device (on Soft-RoCE the kernel does the device's work): block in
+        // WaitBatch until the worker publishes (bounded, so an interrupt or
+        // the point's budget is seen), or sleep --poll_us between polls.
         while (!s->Tick()) {
           if (g_interrupted.load()) shared.stop.store(true);
           if (o.poll_us == 0) {
-            std::this_thread::yield();
+            s->WaitInFlight(kRealWaitMaxNs);
           } else {
             std::this_thread::sleep_for(std::chrono::microseconds(o.poll_us));
           }

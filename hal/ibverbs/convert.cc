@@ -261,6 +261,19 @@ Gid ToGid(const ibv_gid& g) {
   return out;
 }
 
+absl::StatusOr<GidType> ToGidType(uint32_t ibv_gid_type) {
+  switch (ibv_gid_type) {
+    case IBV_GID_TYPE_IB:
+      return GidType::kIb;
+    case IBV_GID_TYPE_ROCE_V1:
+      return GidType::kRoceV1;
+    case IBV_GID_TYPE_ROCE_V2:
+      return GidType::kRoceV2;
+    default:
+      return absl::InvalidArgumentError(absl::StrFormat("unknown ibv_gid_type %u", ibv_gid_type));
+  }
+}
+
 ibv_gid ToIbvGid(const Gid& g) {
   ibv_gid out;
   std::memcpy(out.raw, g.raw.data(), sizeof(out.raw));

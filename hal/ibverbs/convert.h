@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "hal/types.h"
+#include "hal/verbs.h"
 
 namespace ferry::hal::ibverbs {
 
@@ -56,6 +57,8 @@ DeviceAttr ToDeviceAttr(const ibv_device_attr& a);
 PortAttr ToPortAttr(const ibv_port_attr& a);
 Gid ToGid(const ibv_gid& g);
 ibv_gid ToIbvGid(const Gid& g);
+// ibv_gid_type value -> GidType; kInvalidArgument for an unknown value.
+absl::StatusOr<GidType> ToGidType(uint32_t ibv_gid_type);
 QpCap ToQpCap(const ibv_qp_cap& c);
 ibv_qp_cap ToIbvQpCap(const QpCap& c);
 ibv_qp_attr ToIbvQpAttr(const QpAttr& a);

@@ -107,6 +107,7 @@ class IbverbsVerbs final : public Verbs {
   absl::StatusOr<DeviceAttr> QueryDevice(ContextHandle ctx) override;
   absl::StatusOr<PortAttr> QueryPort(ContextHandle ctx, uint8_t port_num) override;
   absl::StatusOr<Gid> QueryGid(ContextHandle ctx, uint8_t port_num, int index) override;
+  absl::StatusOr<GidEntry> QueryGidEntry(ContextHandle ctx, uint8_t port_num, int index) override;
 
   absl::StatusOr<PdHandle> AllocPd(ContextHandle ctx) override;
   absl::Status DeallocPd(PdHandle pd) override;
@@ -325,6 +326,26 @@ absl::StatusOr<Gid> IbverbsVerbs::QueryGid(ContextHandle handle, uint8_t port_nu
     return ErrnoToStatus("ibv_query_gid", RetErrno(ret));
   }
   return ibverbs::ToGid(gid);
+}
+
+absl::StatusOr<GidEntry> IbverbsVerbs::QueryGidEntry(ContextHandle handle, uint8_t port_num,
+                                                     int index) {
+  FERRY_ASSIGN_OR_RETURN(const CtxEntry c, Lookup(&IbverbsVerbs::contexts_, "context", handle.id));
+  if (index < 0) return absl::InvalidArgumentError("ibv_query_gid_ex: negative GID index");
+  ibv_gid_entry entry{};
+  const int ret = ibv_query_gid_ex(c.ctx, port_num, static_cast<uint32_t>(index), &entry, 0);
+  if (ret != 0) {
+    const int err = RetErrno(ret);
+    // An empty slot inside the table: not an error of the device.
+    if (err == ENODATA) {
+      return absl::NotFoundError(absl::StrFormat("ibv_query_gid_ex: GID %d is empty", index));
+    }
+    return ErrnoToStatus("ibv_query_gid_ex", err);
+  }
+  GidEntry out;
+  out.gid = ibverbs::ToGid(entry.gid);
+  FERRY_ASSIGN_OR_RETURN(out.type, ibverbs::ToGidType(entry.gid_type));
+  return out;
 }
 
 // ------------------------------------------------------------------ PD, MR

@@ -125,13 +125,21 @@ Fabric::Fabric(FabricConfig config, Prng prng, VirtualClock* clock, Trace* trace
       Device dev;
       dev.host = h;
       dev.name = absl::StrCat("sim", d);
-      // RoCEv2 IPv4-mapped GID ::ffff:10.<h>.<d>.1
+      // IPv4-mapped GID ::ffff:10.<h>.<d>.1 (the address packets route by)
+      // and a link-local one fe80::5e:<h>:<d>:1, each listed as RoCE v1
+      // and v2, in rxe's order (VGidTable).
       dev.gid.raw[10] = 0xff;
       dev.gid.raw[11] = 0xff;
       dev.gid.raw[12] = 10;
       dev.gid.raw[13] = static_cast<uint8_t>(h);
       dev.gid.raw[14] = static_cast<uint8_t>(d);
       dev.gid.raw[15] = 1;
+      dev.link_local_gid.raw[0] = 0xfe;
+      dev.link_local_gid.raw[1] = 0x80;
+      dev.link_local_gid.raw[9] = 0x5e;
+      dev.link_local_gid.raw[11] = static_cast<uint8_t>(h);
+      dev.link_local_gid.raw[13] = static_cast<uint8_t>(d);
+      dev.link_local_gid.raw[15] = 1;
       dev.guid = (uint64_t{0x5e} << 56) | (uint64_t{h} << 16) | d;
       devices_.push_back(std::move(dev));
     }
@@ -367,16 +375,46 @@ absl::StatusOr<hal::PortAttr> Fabric::VQueryPort(uint32_t host, hal::ContextHand
   p.active_mtu = config_.active_mtu;
   p.lid = 0;
   p.link_layer_ethernet = 1;
-  p.gid_tbl_len = 2;
+  p.gid_tbl_len = kGidTableLen;
   return p;
+}
+
+std::optional<hal::GidEntry> Fabric::GidTableEntry(const Device& d, int index) {
+  // rxe's order for one IPv6 link-local and one IPv4 address: each address
+  // once as RoCE v1, once as RoCE v2; the rest of the table is empty.
+  switch (index) {
+    case 0:
+      return hal::GidEntry{d.link_local_gid, hal::GidType::kRoceV1};
+    case 1:
+      return hal::GidEntry{d.link_local_gid, hal::GidType::kRoceV2};
+    case 2:
+      return hal::GidEntry{d.gid, hal::GidType::kRoceV1};
+    case 3:
+      return hal::GidEntry{d.gid, hal::GidType::kRoceV2};
+    default:
+      return std::nullopt;
+  }
 }
 
 absl::StatusOr<hal::Gid> Fabric::VQueryGid(uint32_t host, hal::ContextHandle ctx, uint8_t port,
                                            int index) {
   FERRY_ASSIGN_OR_RETURN(const uint32_t ci, CheckCtx(host, ctx, "ibv_query_gid"));
-  if (port != 1 || index < 0 || index >= 2) return Errno("ibv_query_gid", EINVAL);
-  if (index == 1) return hal::Gid{};  // an empty slot, as real tables have
-  return devices_[ctxs_[ci].dev].gid;
+  if (port != 1 || index < 0 || index >= static_cast<int>(kGidTableLen)) {
+    return Errno("ibv_query_gid", EINVAL);
+  }
+  const auto e = GidTableEntry(devices_[ctxs_[ci].dev], index);
+  return e.has_value() ? e->gid : hal::Gid{};  // an empty slot reads as zeros
+}
+
+absl::StatusOr<hal::GidEntry> Fabric::VQueryGidEntry(uint32_t host, hal::ContextHandle ctx,
+                                                     uint8_t port, int index) {
+  FERRY_ASSIGN_OR_RETURN(const uint32_t ci, CheckCtx(host, ctx, "ibv_query_gid_ex"));
+  if (port != 1 || index < 0 || index >= static_cast<int>(kGidTableLen)) {
+    return Errno("ibv_query_gid_ex", EINVAL);
+  }
+  const auto e = GidTableEntry(devices_[ctxs_[ci].dev], index);
+  if (!e.has_value()) return absl::NotFoundError("ibv_query_gid_ex: GID entry is empty (ENODATA)");
+  return *e;
 }
 
 absl::StatusOr<hal::PdHandle> Fabric::VAllocPd(uint32_t host, hal::ContextHandle ctx) {
@@ -745,7 +783,10 @@ absl::Status Fabric::VModifyQp(uint32_t host, hal::QpHandle qph, const hal::QpAt
     }
     dst_dev = kNone;
     for (uint32_t i = 0; i < devices_.size(); ++i) {
-      if (devices_[i].gid == attr.ah_attr.dgid) dst_dev = i;
+      // Any GID of the peer's table addresses it (both are routable in
+      // the sim; docs/simulator.md).
+      if (devices_[i].gid == attr.ah_attr.dgid || devices_[i].link_local_gid == attr.ah_attr.dgid)
+        dst_dev = i;
     }
   }
   if (q.script_modify_fail > 0) {

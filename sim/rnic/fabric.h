@@ -220,6 +220,9 @@ class Fabric final : public Actor {
   friend class SimVerbs;
   static constexpr uint32_t kNone = 0xffffffffu;
   static constexpr uint32_t kTraceStream = 0x524e4943;  // "RNIC"
+  // Size of every port's GID table (entries 0-3 hold data, like rxe's
+  // first four for one link-local and one IPv4 address; the rest empty).
+  static constexpr uint32_t kGidTableLen = 8;
 
   enum class EvType : uint8_t { kReq, kResp, kTimer, kCqeDeliver, kFaultTick, kScript, kPortUp };
   enum RespKind : uint32_t { kAck = 0, kReadResp, kNakSeq, kNakAccess };
@@ -301,7 +304,8 @@ class Fabric final : public Actor {
   struct Device {
     uint32_t host = 0;
     std::string name;
-    hal::Gid gid;
+    hal::Gid gid;             // IPv4-mapped (table entries 2 and 3)
+    hal::Gid link_local_gid;  // fe80::... (table entries 0 and 1)
     uint64_t guid = 0;
     bool port_up = true;
     uint64_t rtr_fail_until_ns = 0;
@@ -407,6 +411,10 @@ class Fabric final : public Actor {
   absl::Status VCloseDevice(uint32_t host, hal::ContextHandle ctx);
   absl::StatusOr<hal::DeviceAttr> VQueryDevice(uint32_t host, hal::ContextHandle ctx);
   absl::StatusOr<hal::PortAttr> VQueryPort(uint32_t host, hal::ContextHandle ctx, uint8_t port);
+  // Entry `index` of device d's GID table; nullopt for an empty slot.
+  static std::optional<hal::GidEntry> GidTableEntry(const Device& d, int index);
+  absl::StatusOr<hal::GidEntry> VQueryGidEntry(uint32_t host, hal::ContextHandle ctx, uint8_t port,
+                                               int index);
   absl::StatusOr<hal::Gid> VQueryGid(uint32_t host, hal::ContextHandle ctx, uint8_t port,
                                      int index);
   absl::StatusOr<hal::PdHandle> VAllocPd(uint32_t host, hal::ContextHandle ctx);

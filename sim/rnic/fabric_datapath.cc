@@ -1005,6 +1005,10 @@ class SimVerbs final : public hal::Verbs {
   absl::StatusOr<hal::Gid> QueryGid(hal::ContextHandle ctx, uint8_t port, int index) override {
     return f_->VQueryGid(host_, ctx, port, index);
   }
+  absl::StatusOr<hal::GidEntry> QueryGidEntry(hal::ContextHandle ctx, uint8_t port,
+                                              int index) override {
+    return f_->VQueryGidEntry(host_, ctx, port, index);
+  }
   absl::StatusOr<hal::PdHandle> AllocPd(hal::ContextHandle ctx) override {
     return f_->VAllocPd(host_, ctx);
   }

@@ -465,6 +465,44 @@ TEST_P(Conformance, NotificationIsOneShot) {
   ++a.cq_events_unacked;
 }
 
+// The GID-type query (hal::Verbs::QueryGidEntry, ibv_query_gid_ex): typed
+// entries agree with QueryGid, empty slots read kNotFound (ENODATA) or
+// kInvalidArgument (older kernels), and a RoCE port lists a RoCE v2 entry
+// with an IPv4-mapped address (the one engine auto-selection prefers). On
+// real verbs it is the index the environment found through sysfs.
+TEST_P(Conformance, GidEntryTypesIncludeRoceV2Ipv4) {
+  hal::Verbs& v = env().verbs(0);
+  auto ctx = v.OpenDevice(env().device(0));
+  ASSERT_TRUE(ctx.ok()) << ctx.status();
+  auto port = v.QueryPort(*ctx, 1);
+  ASSERT_TRUE(port.ok()) << port.status();
+  int v2_ipv4 = -1;
+  const int n = static_cast<int>(std::min<uint32_t>(port->gid_tbl_len, 16));
+  for (int i = 0; i < n; ++i) {
+    auto e = v.QueryGidEntry(*ctx, 1, i);
+    if (!e.ok()) {
+      EXPECT_TRUE(e.status().code() == absl::StatusCode::kNotFound ||
+                  e.status().code() == absl::StatusCode::kInvalidArgument)
+          << i << ": " << e.status();
+      continue;
+    }
+    auto g = v.QueryGid(*ctx, 1, i);
+    ASSERT_TRUE(g.ok()) << g.status();
+    EXPECT_EQ(*g, e->gid) << i;
+    bool mapped = true;
+    for (int k = 0; k < 10; ++k) mapped = mapped && e->gid.raw[k] == 0;
+    mapped = mapped && e->gid.raw[10] == 0xff && e->gid.raw[11] == 0xff;
+    if (v2_ipv4 < 0 && mapped && e->type == hal::GidType::kRoceV2) v2_ipv4 = i;
+  }
+  if (port->link_layer_ethernet) {
+    EXPECT_GE(v2_ipv4, 0) << "no RoCE v2 IPv4-mapped GID among the first " << n;
+    if (!env().traits().sim) {
+      EXPECT_EQ(v2_ipv4, env().gid_index(0));
+    }
+  }
+  ASSERT_TRUE(v.CloseDevice(*ctx).ok());
+}
+
 TEST_P(Conformance, CqOverrunIsReported) {
   Rig rig(env(), /*cqe=*/4);
   ASSERT_TRUE(rig.ok());

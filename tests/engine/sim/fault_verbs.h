@@ -50,6 +50,11 @@ class FaultVerbs final : public hal::Verbs {
     if (Fail("query_gid")) return Err("query_gid");
     return in_->QueryGid(ctx, port, index);
   }
+  absl::StatusOr<hal::GidEntry> QueryGidEntry(hal::ContextHandle ctx, uint8_t port,
+                                              int index) override {
+    if (Fail("query_gid")) return Err("query_gid");
+    return in_->QueryGidEntry(ctx, port, index);
+  }
   absl::StatusOr<hal::PdHandle> AllocPd(hal::ContextHandle ctx) override {
     if (Fail("alloc_pd")) return Err("alloc_pd");
     return in_->AllocPd(ctx);

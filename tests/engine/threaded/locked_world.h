@@ -98,6 +98,10 @@ class LockedVerbs final : public hal::Verbs {
   absl::StatusOr<hal::Gid> QueryGid(hal::ContextHandle ctx, uint8_t port, int index) override {
     FERRY_LOCKED_(QueryGid(ctx, port, index));
   }
+  absl::StatusOr<hal::GidEntry> QueryGidEntry(hal::ContextHandle ctx, uint8_t port,
+                                              int index) override {
+    FERRY_LOCKED_(QueryGidEntry(ctx, port, index));
+  }
   absl::StatusOr<hal::PdHandle> AllocPd(hal::ContextHandle ctx) override {
     FERRY_LOCKED_(AllocPd(ctx));
   }

@@ -81,13 +81,17 @@ uint64_t Addr(const uint8_t* p) { return reinterpret_cast<uint64_t>(p); }
 
 // Waits (real time, bounded by `rounds_max` yields) until every task of the
 // batch is terminal. Returns its status.
+// Waits as Engine::WaitBatch does: on the runtime's progress generation
+// (RuntimeWaiter), read before the status, 1 ms of real time per round.
 absl::StatusOr<BatchStatus> Wait(EngineImpl& e, BatchId b, hal::Clock* clock) {
   const uint64_t end = clock->NowNs() + kWaitNs;
+  RuntimeWaiter waiter(&e);
   for (uint64_t round = 0; round < 20'000'000; ++round) {
+    const uint64_t seen = waiter.Generation();
     auto s = e.GetBatchStatus(b);
     if (!s.ok() || s->overall != TaskStatus::kPending) return s;
     if (clock->NowNs() > end) return s;
-    RuntimeYield();
+    waiter.Wait(seen, 1'000'000);
   }
   return absl::DeadlineExceededError("batch never finished");
 }
@@ -192,11 +196,13 @@ TEST(EngineThreaded, FourUserThreadsTwoEnginesBytesVerifiedNoLeaks) {
     auto tok = e.OpenSegmentAsync(hosts[1 - h].addr);
     ASSERT_TRUE(tok.ok());
     std::optional<SegmentHandle> seg;
+    RuntimeWaiter waiter(&e);
     for (int i = 0; i < 2'000'000 && !seg.has_value(); ++i) {
+      const uint64_t seen = waiter.Generation();
       auto p = e.PollOpenSegment(*tok);
       ASSERT_TRUE(p.ok()) << p.status();
       seg = *p;
-      if (!seg) RuntimeYield();
+      if (!seg) waiter.Wait(seen, 1'000'000);
     }
     ASSERT_TRUE(seg.has_value());
     hosts[h].peer = *seg;
@@ -223,12 +229,27 @@ TEST(EngineThreaded, FourUserThreadsTwoEnginesBytesVerifiedNoLeaks) {
   for (Host& hs : hosts) StopThreadedRuntime(hs.engine.get());
   for (Host& hs : hosts) {
     const ThreadedRuntimeStats& st = hs.engine->threaded_runtime->stats();
-    std::printf("%s traffic runtime: worker steps=%llu waits=%llu wakes=%llu listener msgs=%llu\n",
-                hs.addr.c_str(), static_cast<unsigned long long>(st.worker_steps.load()),
-                static_cast<unsigned long long>(st.worker_waits.load()),
-                static_cast<unsigned long long>(st.wakes_written.load()),
-                static_cast<unsigned long long>(st.listener_messages.load()));
+    std::printf(
+        "%s traffic runtime: worker steps=%llu waits=%llu wakes=%llu listener msgs=%llu "
+        "listener waits=%llu sleeps=%llu user waits=%llu progress signals=%llu\n",
+        hs.addr.c_str(), static_cast<unsigned long long>(st.worker_steps.load()),
+        static_cast<unsigned long long>(st.worker_waits.load()),
+        static_cast<unsigned long long>(st.wakes_written.load()),
+        static_cast<unsigned long long>(st.listener_messages.load()),
+        static_cast<unsigned long long>(st.listener_waits.load()),
+        static_cast<unsigned long long>(st.listener_sleeps.load()),
+        static_cast<unsigned long long>(st.user_waits.load()),
+        static_cast<unsigned long long>(st.progress_signals.load()));
     EXPECT_GT(st.worker_steps.load(), 0u);
+    // The user threads waited through the progress generation and were
+    // signalled by steps (not only by their timeouts).
+    EXPECT_GT(st.user_waits.load(), 0u);
+    EXPECT_GT(st.progress_signals.load(), 0u);
+    // The simulated ControlNet never blocks: the listener's fallback sleep
+    // (not a spin) covered its empty polls (not every one: a Poll held up
+    // by the world mutex can exceed the 50 us "did not block" bound).
+    EXPECT_GT(st.listener_sleeps.load(), 0u);
+    EXPECT_LE(st.listener_sleeps.load(), st.listener_waits.load());
     EXPECT_GT(st.listener_messages.load(), 0u);  // descriptor + handshake traffic
   }
   for (Host& hs : hosts) {
