@@ -17,22 +17,23 @@ namespace ferry::base {
 
 // One entry per switch. Append only; names are printed in test output.
 enum class Mutation : uint32_t {
-  kUnseededDraw = 0,        // sim: PRNG mixes in an unseeded source
-  kSimPerQpOrderOff,        // sim: completions of one QP may reorder
-  kSimNoFlushAfterError,    // sim: outstanding WRs are not flushed after an error
-  kSimScrubUnderRxe,        // sim: rxe profile scrubs CQEs on destroy
-  kSimOverrunUndetected,    // sim: a CQE into a full CQ silently overwrites
-  kSimDestroyFailSilently,  // sim: an injected destroy failure reports OK
-  kEngineC1EarlyPublish,    // engine: publish before evidence
-  kEngineC2TimeoutSpills,   // engine: a timeout withdraws other tasks' slices
-  kEngineC3NoStaleCheck,    // engine: sweep retires without checking the WR
-  kEngineC4DoubleRelease,   // engine: quota released twice on teardown
-  kEngineC5NonOwnerCall,    // engine: a lifecycle step runs off the owner
-  kEngineC6AcceptStale,     // engine: a stale REQ retires a READY endpoint
-  kEngineC7LeakOnRollback,  // engine: bring-up rollback skips one handle
-  kEngineC8SkipValidation,  // engine: submit enqueues before validating all
-  kEngineC9LeakAtShutdown,  // engine: shutdown forgets one object
-  kSimRespToSource,         // sim: responses go to the packet's source QP, unchecked PSN
+  kUnseededDraw = 0,         // sim: PRNG mixes in an unseeded source
+  kSimPerQpOrderOff,         // sim: completions of one QP may reorder
+  kSimNoFlushAfterError,     // sim: outstanding WRs are not flushed after an error
+  kSimScrubUnderRxe,         // sim: rxe profile scrubs CQEs on destroy
+  kSimOverrunUndetected,     // sim: a CQE into a full CQ silently overwrites
+  kSimDestroyFailSilently,   // sim: an injected destroy failure reports OK
+  kEngineC1EarlyPublish,     // engine: publish before evidence
+  kEngineC2TimeoutSpills,    // engine: a timeout withdraws other tasks' slices
+  kEngineC3NoStaleCheck,     // engine: sweep retires without checking the WR
+  kEngineC4DoubleRelease,    // engine: quota released twice on teardown
+  kEngineC5NonOwnerCall,     // engine: a lifecycle step runs off the owner
+  kEngineC6AcceptStale,      // engine: a stale REQ retires a READY endpoint
+  kEngineC7LeakOnRollback,   // engine: bring-up rollback skips one handle
+  kEngineC8SkipValidation,   // engine: submit enqueues before validating all
+  kEngineC9LeakAtShutdown,   // engine: shutdown forgets one object
+  kSimRespToSource,          // sim: responses go to the packet's source QP, unchecked PSN
+  kSimFetchAfterCompletion,  // sim: a packet of a completed WR reads local memory on arrival
   kCount,
 };
 
@@ -90,6 +91,8 @@ inline std::string_view MutationName(Mutation m) {
       return "engine_c9_leak_at_shutdown";
     case Mutation::kSimRespToSource:
       return "sim_resp_to_source";
+    case Mutation::kSimFetchAfterCompletion:
+      return "sim_fetch_after_completion";
     case Mutation::kCount:
       break;
   }

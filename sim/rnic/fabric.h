@@ -126,7 +126,9 @@ struct FabricStats {
   uint64_t cqes_polled = 0;
   uint64_t packets_sent = 0;
   uint64_t packets_dropped = 0;
-  uint64_t responses_ignored = 0;  // response PSN outside the receiving QP's window
+  uint64_t responses_ignored = 0;     // response PSN outside the receiving QP's window
+  uint64_t late_packets_dropped = 0;  // request of a WR completed before it arrived, no payload
+  uint64_t late_packets_landed = 0;   // ... with the payload saved at completion
   uint64_t packets_executed = 0;
   uint64_t duplicates = 0;
   uint64_t retransmits = 0;
@@ -366,6 +368,11 @@ class Fabric final : public Actor {
     uint32_t npkts = 0;
     bool signaled = false;
     bool started = false;
+    // A WRITE completed in error while packets were on the wire: the bytes
+    // those packets carry, taken from the local buffer at completion time
+    // (an RNIC fetched them at transmit; the buffer was still the task's).
+    // Cleared when the ring slot is reused.
+    std::vector<uint8_t> sent_payload;
   };
   struct Qp {
     bool alive = true;
@@ -491,6 +498,9 @@ class Fabric final : public Actor {
   void CompleteHead(uint32_t qi, Qp& q);
   void FailAndFlush(uint32_t qi, Qp& q, uint64_t fail_seq, hal::WcStatus status);
   void EnterErr(uint32_t qi, Qp& q);
+  // Saves, for each outstanding WRITE with packets already sent, the bytes
+  // they carry (called before its CQE is emitted).
+  void SaveSentPayloads(uint32_t qi, Qp& q);
   void EmitCqe(uint32_t qi, Qp& q, const Wr& w, hal::WcStatus status);
   void DeliverPending(uint32_t qi);
   void WriteCqe(uint32_t qi, const Cqe& cqe, bool flush);

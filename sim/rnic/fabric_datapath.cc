@@ -206,6 +206,7 @@ hal::PostResult Fabric::VPostSend(uint32_t host, hal::QpHandle qph,
     Wr& w = q.sq[q.post_seq % q.sq.size()];
     w.seq = q.post_seq++;
     w.wr = wr;
+    if (!w.sent_payload.empty()) w.sent_payload = {};
     w.len = len;
     w.npkts = static_cast<uint32_t>(std::max<uint64_t>(1, (len + mtu - 1) / mtu));
     w.vpsn_first = q.next_vpsn;
@@ -430,6 +431,17 @@ void Fabric::OnReq(const Event& e) {
   }
   if (wp == nullptr) return drop();
   const Wr& wr = *wp;
+  // The sim moves a packet's payload when it arrives, but an RNIC fetches
+  // it when it transmits. A WR that completed (in error: a success needs
+  // this packet's ACK) before its packet arrived has returned its local
+  // buffer to the user: its packets carry the bytes saved at completion
+  // (FailAndFlush), or are dropped if none were saved.
+  const bool completed =
+      wr.seq < rq.done_seq && !config_.mutations.on(base::Mutation::kSimFetchAfterCompletion);
+  if (completed && wr.sent_payload.empty()) {
+    ++stats_.late_packets_dropped;
+    return drop();
+  }
   const uint32_t dev = rq.dst_dev;
   if (dev == kNone || !devices_[dev].port_up) return drop();
   const uint32_t ri = FindQpByNumber(dev, rq.attr.dest_qp_num);
@@ -474,7 +486,11 @@ void Fabric::OnReq(const Event& e) {
   if (is_write) {
     uint8_t* dst = m->addr + (wr.wr.remote_addr - reinterpret_cast<uint64_t>(m->addr)) + off;
     ShadowCheck(dst, len, false, "remote target of WRITE");
-    if (!DmaLocal(e.a, rq, wr, off, len, dst, true)) {
+    if (completed) {
+      if (off + len > wr.sent_payload.size()) return drop();  // not sent before completion
+      std::memcpy(dst, wr.sent_payload.data() + off, len);
+      ++stats_.late_packets_landed;
+    } else if (!DmaLocal(e.a, rq, wr, off, len, dst, true)) {
       // The requester's local MR vanished mid-WR: nothing placed.
       if (Executing(rq.attr.qp_state)) FailAndFlush(e.a, rq, wr.seq, WcStatus::kLocProtErr);
       return;
@@ -678,6 +694,7 @@ void Fabric::FailAndFlush(uint32_t qi, Qp& q, uint64_t fail_seq, WcStatus status
     return;
   }
   const uint64_t end = q.post_seq;
+  SaveSentPayloads(qi, q);
   for (uint64_t s = q.done_seq; s < end; ++s) {
     q.done_seq = s + 1;
     EmitCqe(qi, q, q.sq[s % q.sq.size()], s == fail_seq ? status : WcStatus::kWrFlushErr);
@@ -685,6 +702,21 @@ void Fabric::FailAndFlush(uint32_t qi, Qp& q, uint64_t fail_seq, WcStatus status
   }
   q.send_seq = q.post_seq;
   q.sent_vpsn = q.ack_vpsn = q.next_vpsn;
+}
+
+void Fabric::SaveSentPayloads(uint32_t qi, Qp& q) {
+  if (config_.mutations.on(base::Mutation::kSimFetchAfterCompletion)) return;
+  const uint64_t mtu = std::min(hal::MtuBytes(q.attr.path_mtu), hal::MtuBytes(config_.active_mtu));
+  for (uint64_t s = q.done_seq; s < q.post_seq; ++s) {
+    Wr& w = q.sq[s % q.sq.size()];
+    if (w.wr.opcode != hal::Opcode::kRdmaWrite || q.sent_vpsn_hi <= w.vpsn_first) continue;
+    const uint64_t sent_pkts = std::min<uint64_t>(q.sent_vpsn_hi - w.vpsn_first, w.npkts);
+    const uint64_t bytes = std::min(w.len, sent_pkts * mtu);
+    if (bytes == 0) continue;
+    w.sent_payload.resize(bytes);
+    // The task still owns its buffer here (this WR's CQE is not out yet).
+    if (!DmaLocal(qi, q, w, 0, bytes, w.sent_payload.data(), true)) w.sent_payload = {};
+  }
 }
 
 void Fabric::EnterErr(uint32_t qi, Qp& q) { FailAndFlush(qi, q, kNoSeq, WcStatus::kWrFlushErr); }

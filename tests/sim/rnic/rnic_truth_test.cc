@@ -3,6 +3,7 @@
 // at every DMA packet event, attributable bytes, per-CQ CQE truth, leak
 // accounting; and the fault plans (swarm draw, printing, script parsing,
 // scripted faults, determinism of a faulty run).
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <set>
@@ -73,6 +74,62 @@ TEST(Oracle, DmaIntoReleasedBufferNamesOwner) {
     EXPECT_NE(msg.find("task 7 (read-into-A)"), std::string::npos) << msg;
   }
 }
+
+// A WRITE's packets are on the wire when its QP is moved to ERR: the WR is
+// flushed, its task publishes and releases the source buffer, and the user
+// reuses it at once. The packets still in flight carry what the RNIC
+// fetched when it sent them: they land (the remote caveat of
+// docs/contract.md) with the old bytes and never read the released buffer.
+struct LateWriteOutcome {
+  bool local_after_release = false;
+  bool remote_holds_sent_bytes = false;
+  uint64_t landed = 0;
+};
+LateWriteOutcome LateWritePackets(FabricConfig cfg) {
+  cfg.link_latency_ns = 50'000;  // every packet is in flight at once
+  World w(std::move(cfg));
+  auto p = w.Connect();
+  uint8_t* local = w.a().buf.data();
+  std::fill(local, local + 32 * 1024, 0x5A);
+  w.fabric().shadow().Claim(local, 32 * 1024, 9, "write-from-A");
+  hal::SendWr wr = w.Write(1, 0, 0, 32 * 1024);
+  FERRY_CHECK(w.va().PostSend(p.a.qp, {&wr, 1}).status.ok());
+  w.fabric().RunUntil(w.clock().NowNs() + 10'000);  // sent, not arrived
+  hal::QpAttr err;
+  err.qp_state = hal::QpState::kErr;
+  FERRY_CHECK(w.va().ModifyQp(p.a.qp, err, hal::kQpState).ok());
+  auto wcs = w.PollN(w.a(), 1, 1'000'000);
+  FERRY_CHECK_EQ(wcs.size(), 1u);
+  FERRY_CHECK(wcs[0].status == WcStatus::kWrFlushErr);
+  w.fabric().shadow().Release(local, 32 * 1024);  // the task published
+  std::fill(local, local + 32 * 1024, 0xEE);      // and the buffer was reused
+  w.fabric().Settle(1'000'000'000);
+  LateWriteOutcome o;
+  o.local_after_release = w.fabric().HasViolation(ViolationKind::kLocalAfterRelease);
+  o.remote_holds_sent_bytes = std::all_of(w.b().buf.begin(), w.b().buf.begin() + 32 * 1024,
+                                          [](uint8_t b) { return b == 0x5A; });
+  o.landed = w.fabric().stats().late_packets_landed;
+  return o;
+}
+
+TEST(Oracle, PacketsOfAFlushedWriteNeverReadItsSourceAgain) {
+  for (RnicProfile prof : {RnicProfile::kMlx5, RnicProfile::kRxe}) {
+    const LateWriteOutcome o = LateWritePackets(TestConfig(prof));
+    EXPECT_FALSE(o.local_after_release);
+    EXPECT_TRUE(o.remote_holds_sent_bytes);
+    EXPECT_EQ(o.landed, 32u);  // 32 KiB in 1 KiB packets, all in flight
+  }
+}
+
+#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
+TEST(MutationDetect, FetchAfterCompletionReadsAReleasedSource) {
+  FabricConfig c = TestConfig(RnicProfile::kMlx5);
+  c.mutations.Enable(base::Mutation::kSimFetchAfterCompletion);
+  const LateWriteOutcome o = LateWritePackets(c);
+  EXPECT_TRUE(o.local_after_release);
+  EXPECT_FALSE(o.remote_holds_sent_bytes);  // the reused buffer's bytes landed
+}
+#endif
 
 TEST(Oracle, WriteIntoFencedRemoteRangeIsAViolation) {
   World w(TestConfig(RnicProfile::kMlx5));

@@ -1,0 +1,515 @@
+// sim/world/two_engines.cc: the two-engine simulated world (see
+// two_engines.h): construction in a fixed Prng order, process start with
+// retries, restart, the runner-fault actor, the oracle and the leak check.
+#include "sim/world/two_engines.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/check.h"
+#include "base/status_macros.h"
+
+namespace ferry::simworld {
+
+EngineConfig ScenarioConfig() {
+  EngineConfig c;
+  c.workers = 2;
+  c.qps_per_endpoint = 2;
+  c.wr_depth = 16;
+  c.cqe_limit = 1024;
+  c.slice_size_bytes = 16 * 1024;
+  c.handshake_timeout_ns = 1'000'000;
+  c.handshake_retries = 8;
+  c.slice_timeout_ns = 2'000'000'000;
+  c.drain_timeout_ns = 1'000'000;
+  c.destroy_backoff_min_ns = 10'000;
+  c.destroy_backoff_max_ns = 1'000'000;
+  return c;
+}
+
+sim::Actor* SlotActor::A() const {
+  if (h_->paused || h_->rt == nullptr || h_->rt->dead() || i_ >= h_->rt->actor_count())
+    return nullptr;
+  return h_->rt->actor(i_);
+}
+
+std::string_view WorldFaultKindName(WorldFaultKind k) {
+  switch (k) {
+    case WorldFaultKind::kRestart:
+      return "restart";
+    case WorldFaultKind::kPause:
+      return "pause";
+    case WorldFaultKind::kResume:
+      return "resume";
+    case WorldFaultKind::kPartition:
+      return "partition";
+    case WorldFaultKind::kHeal:
+      return "heal";
+    case WorldFaultKind::kStopFaults:
+      return "stop_faults";
+  }
+  return "?";
+}
+
+std::string WorldFault::ToString() const {
+  std::string out = absl::StrCat("at +", at_ns, " ", std::string(WorldFaultKindName(kind)));
+  switch (kind) {
+    case WorldFaultKind::kRestart:
+    case WorldFaultKind::kResume:
+      absl::StrAppend(&out, " h", host);
+      break;
+    case WorldFaultKind::kPause:
+      absl::StrAppend(&out, " h", host, " for ", duration_ns, " ns");
+      break;
+    case WorldFaultKind::kPartition:
+      absl::StrAppend(&out, dir == sim::PartitionDir::kBoth ? " both" : " one-way from h", "",
+                      dir == sim::PartitionDir::kBoth ? "" : std::to_string(host), " for ",
+                      duration_ns, " ns");
+      break;
+    case WorldFaultKind::kHeal:
+    case WorldFaultKind::kStopFaults:
+      break;
+  }
+  return out;
+}
+
+// Applies runner faults at their virtual times. Never reports work (a
+// pending fault alone is not a deadlock: time jumps to it).
+class TwoEngines::FaultActor final : public sim::Actor {
+ public:
+  explicit FaultActor(TwoEngines* w) : w_(w) {}
+  std::string_view name() const override { return "world"; }
+  bool Runnable() override {
+    return !w_->faults_.empty() && w_->faults_.begin()->first.first <= w_->clock_.NowNs();
+  }
+  uint64_t Step() override {
+    FERRY_CHECK(!w_->faults_.empty());
+    Pending p = std::move(w_->faults_.begin()->second);
+    w_->faults_.erase(w_->faults_.begin());
+    ++w_->fault_steps_;
+    if (p.call) {
+      p.call();
+    } else {
+      w_->ApplyFault(p.fault);
+    }
+    --w_->fault_steps_;
+    return 100;
+  }
+  std::optional<uint64_t> NextWakeNs() override {
+    if (w_->faults_.empty()) return std::nullopt;
+    return w_->faults_.begin()->first.first;
+  }
+
+ private:
+  TwoEngines* w_;
+};
+
+// Brackets what the world's driver (not a scheduler actor) does, so a
+// readable trace attributes it to "main" (sim/world/trace_format.h). Inside
+// a fault actor step it adds nothing: the step is already attributed.
+class TwoEngines::MainScope {
+ public:
+  explicit MainScope(TwoEngines* w) : w_(w->fault_steps_ == 0 ? w : nullptr) {
+    if (w_ != nullptr) w_->trace_.Event("main.begin");
+  }
+  ~MainScope() {
+    if (w_ != nullptr) w_->trace_.Event("main.end");
+  }
+  MainScope(const MainScope&) = delete;
+  MainScope& operator=(const MainScope&) = delete;
+
+ private:
+  TwoEngines* w_;
+};
+
+TwoEngines::TwoEngines(uint64_t seed, sim::NetPlan plan, const base::Mutations& mutations,
+                       EngineConfig config, sim::FabricConfig fabric_config, WorldOptions options)
+    : trace_(options.trace_record_max),
+      root_(seed),
+      fabric_(fabric_config, root_.Fork(), &clock_, &trace_),
+      net_(root_.Fork(), &clock_, &trace_, plan),
+      sched_(root_.Fork(), &clock_, &trace_),
+      mutations_(mutations),
+      config_(config),
+      net_plan_(plan) {
+  config_.devices = {"sim0"};
+  for (uint32_t h = 0; h < kHosts; ++h) {
+    hosts_[h].addr = absl::StrCat("h", h, ":1000");
+    hosts_[h].buf.assign(kBufBytes, 0);
+  }
+  sched_.AddActor(&fabric_);
+  actor_names_.push_back("rnic");
+  sched_.AddActor(&net_);
+  actor_names_.push_back("net");
+  for (uint32_t h = 0; h < kHosts; ++h) {
+    for (size_t i = 0; i < config_.workers + 2; ++i) {
+      std::string name = i < config_.workers    ? absl::StrCat("h", h, "/worker", i)
+                         : i == config_.workers ? absl::StrCat("h", h, "/listener")
+                                                : absl::StrCat("h", h, "/async");
+      slots_.push_back(std::make_unique<SlotActor>(&hosts_[h], i, name));
+      actor_names_.push_back(std::move(name));
+    }
+  }
+  for (auto& s : slots_) sched_.AddActor(s.get());
+  fault_actor_ = std::make_unique<FaultActor>(this);
+  sched_.AddActor(fault_actor_.get());
+  actor_names_.push_back("world");
+  sched_.MakePlan(sim::PickMode::kUniform);
+  MainScope main(this);
+  for (uint32_t h = 0; h < kHosts; ++h) {
+    absl::Status s = StartWithRetries(h);
+    if (!s.ok() && start_failure_.empty())
+      start_failure_ = absl::StrCat("h", h, " did not come up: ", s.ToString());
+  }
+}
+
+TwoEngines::~TwoEngines() = default;
+
+sim::FabricConfig TwoEngines::MakeFabricConfig() {
+  sim::FabricConfig fc;
+  fc.hosts = kHosts;
+  return fc;
+}
+
+absl::Status TwoEngines::Start(uint32_t h) {
+  FERRY_CHECK_LT(h, kHosts);
+  HostState& hs = hosts_[h];
+  if (hs.net == nullptr) {
+    auto bound = net_.Bind(hs.addr);
+    if (!bound.ok()) return bound.status();
+    hs.net = std::move(*bound);
+  }
+  if (hs.verbs == nullptr) hs.verbs = fabric_.NewVerbs(h);
+  if (hs.engine == nullptr) {
+    hs.entropy = std::make_unique<engine::SimEntropy>(root_.Fork());
+    const uint32_t base = 1 + 100 * h + 1000 * restarts_;
+    hs.obs = std::make_unique<engine::SimObserver>(&fabric_, &trace_, base, hs.addr);
+    EngineEnv env{hs.verbs.get(), hs.net.get(), &clock_, hs.entropy.get()};
+    auto e = EngineImpl::Create(config_, env, &mutations_, hs.obs.get());
+    if (!e.ok()) {
+      hs.obs.reset();
+      return e.status();
+    }
+    hs.engine = std::move(*e);
+    hs.rt = std::make_unique<engine::SimRuntime>(hs.engine.get(), &fabric_, hs.net.get(),
+                                                 hs.obs.get(), base, root_.Fork());
+    hs.registered = false;
+  }
+  if (!hs.registered) {
+    FERRY_RETURN_IF_ERROR(hs.engine->RegisterMemory(hs.buf.data(), hs.buf.size()));
+    hs.registered = true;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TwoEngines::StartWithRetries(uint32_t h, uint32_t attempts_max) {
+  absl::Status last = absl::UnknownError("no attempt");
+  for (uint32_t i = 0; i < attempts_max; ++i) {
+    last = Start(h);
+    if (last.ok()) return last;
+    ++counters_.start_attempts_failed;
+    trace_.Event("world.start_failed", h, i, 0);
+  }
+  return last;
+}
+
+absl::Status TwoEngines::Restart(uint32_t h) {
+  FERRY_CHECK_LT(h, kHosts);
+  MainScope main(this);
+  HostState& hs = hosts_[h];
+  if (hs.paused) Resume(h);
+  if (hs.rt != nullptr) hs.rt->Kill();
+  fabric_.RestartHost(h);
+  if (hs.net != nullptr) FERRY_CHECK(net_.Restart(hs.addr).ok());
+  // The dead process's objects are gone with it: nothing may call verbs on
+  // their handles, so the engine object is abandoned, not destroyed.
+  if (hs.rt != nullptr) dead_.push_back(std::move(hs.rt));
+  if (hs.engine != nullptr) dead_engines_.push_back(hs.engine.release());
+  (void)hs.net.release();
+  if (hs.obs != nullptr) dead_obs_.push_back(std::move(hs.obs));
+  hs.registered = false;
+  // Its tasks die with it. Its contexts are closed: no DMA may touch their
+  // buffers from now on, so the shadow memory releases them.
+  for (Tracked& t : tracked_) {
+    if (t.host != h || t.dead || t.incarnation != hs.incarnation) continue;
+    t.dead = true;
+    if (t.published == TaskStatus::kPending) fabric_.shadow().Release(t.addr, t.len);
+  }
+  ++restarts_;
+  ++hs.incarnation;
+  ++counters_.restarts;
+  return StartWithRetries(h);
+}
+
+void TwoEngines::ScheduleFaults(const std::vector<WorldFault>& faults) {
+  for (const WorldFault& f : faults)
+    faults_.emplace(std::make_pair(f.at_ns, fault_seq_++), Pending{f, nullptr});
+}
+
+void TwoEngines::ScheduleCall(uint64_t at_ns, std::function<void()> call) {
+  FERRY_CHECK(call != nullptr);
+  WorldFault f;
+  f.at_ns = at_ns;
+  faults_.emplace(std::make_pair(at_ns, fault_seq_++), Pending{f, std::move(call)});
+}
+
+void TwoEngines::Resume(uint32_t h) {
+  if (!hosts_[h].paused) return;
+  hosts_[h].paused = false;
+  FERRY_CHECK(net_.Resume(hosts_[h].addr).ok());
+}
+
+void TwoEngines::ApplyFault(const WorldFault& f) {
+  trace_.Event(absl::StrCat("world.", std::string(WorldFaultKindName(f.kind))), f.host,
+               f.duration_ns, static_cast<uint64_t>(f.dir));
+  const uint64_t now = clock_.NowNs();
+  switch (f.kind) {
+    case WorldFaultKind::kRestart: {
+      absl::Status s = Restart(f.host);
+      if (!s.ok())
+        Fail(absl::StrCat("h", f.host, " did not come back after restart: ", s.ToString()));
+      return;
+    }
+    case WorldFaultKind::kPause: {
+      HostState& hs = hosts_[f.host];
+      if (hs.paused || !Alive(f.host)) return;
+      hs.paused = true;
+      FERRY_CHECK(net_.Pause(hs.addr).ok());
+      ++counters_.pauses;
+      WorldFault r;
+      r.at_ns = now + f.duration_ns;
+      r.kind = WorldFaultKind::kResume;
+      r.host = f.host;
+      ScheduleFaults({r});
+      return;
+    }
+    case WorldFaultKind::kResume:
+      Resume(f.host);
+      return;
+    case WorldFaultKind::kPartition: {
+      const uint32_t from = f.host % kHosts;
+      FERRY_CHECK(net_.Partition(hosts_[from].addr, hosts_[1 - from].addr, f.dir).ok());
+      ++counters_.partitions;
+      WorldFault r;
+      r.at_ns = now + f.duration_ns;
+      r.kind = WorldFaultKind::kHeal;
+      ScheduleFaults({r});
+      return;
+    }
+    case WorldFaultKind::kHeal:
+      FERRY_CHECK(net_.Heal(hosts_[0].addr, hosts_[1].addr).ok());
+      return;
+    case WorldFaultKind::kStopFaults: {
+      for (auto it = faults_.begin(); it != faults_.end();) {
+        if (it->second.call) {
+          ++it;
+          continue;
+        }
+        ++counters_.faults_dropped_at_stop;
+        it = faults_.erase(it);
+      }
+      for (uint32_t h = 0; h < kHosts; ++h) Resume(h);
+      net_.HealAll();
+      sim::NetPlan clean;
+      clean.inbound_max = net_plan_.inbound_max;
+      clean.in_flight_max = net_plan_.in_flight_max;
+      FERRY_CHECK(net_.SetPlan(clean).ok());
+      return;
+    }
+  }
+}
+
+bool TwoEngines::RunUntil(const std::function<bool()>& done, uint64_t time_max_ns) {
+  sim::RunResult r = sched_.Run(
+      [&] {
+        OracleStep();
+        return done();
+      },
+      5'000'000, clock_.NowNs() + time_max_ns);
+  last_run_ = r;
+  return r.outcome == sim::RunOutcome::kDone;
+}
+
+SubmitResult TwoEngines::Submit(uint32_t h, BatchId batch, const std::vector<Request>& reqs) {
+  MainScope main(this);
+  EngineImpl& e = *hosts_[h].engine;
+  SubmitResult sr = e.Submit(batch, absl::MakeConstSpan(reqs));
+  if (!sr.status.ok()) return sr;
+  for (size_t i = 0; i < sr.tasks.size(); ++i) {
+    Tracked t;
+    t.host = h;
+    t.incarnation = hosts_[h].incarnation;
+    t.id = sr.tasks[i];
+    t.label = tracked_.size() + 1;
+    t.addr = reinterpret_cast<const uint8_t*>(reqs[i].local_addr);
+    t.len = reqs[i].length_bytes;
+    t.task = e.TaskOf(t.id);
+    FERRY_CHECK(t.task != nullptr);
+    t.slice_final.assign(t.task->slice_count(), false);
+    fabric_.shadow().Claim(t.addr, t.len, t.label, absl::StrCat("h", h, " task ", t.label));
+    tracked_.push_back(std::move(t));
+  }
+  return sr;
+}
+
+void TwoEngines::OracleStep() {
+  if (!oracle_failure_.empty()) return;
+  for (Tracked& t : tracked_) {
+    if (t.dead || !Alive(t.host)) continue;
+    const TaskStatus st = t.task->status();
+    for (uint32_t i = 0; i < t.task->slice_count(); ++i) {
+      const bool fin = t.task->slice(i).Load().final();
+      if (t.slice_final[i] && !fin)
+        Fail(absl::StrCat("task ", t.label, " slice ", i, " left its final state"));
+      t.slice_final[i] = fin;
+    }
+    if (t.published == TaskStatus::kPending) {
+      if (IsTerminal(st)) {
+        t.published = st;
+        t.publish_ns = clock_.NowNs();
+        fabric_.shadow().Release(t.addr, t.len);
+      }
+    } else if (st != t.published) {
+      Fail(absl::StrCat("task ", t.label,
+                        " published twice: ", std::string(TaskStatusName(t.published)), " then ",
+                        std::string(TaskStatusName(st))));
+    }
+  }
+  for (uint32_t h = 0; h < kHosts; ++h) {
+    HostState& hs = hosts_[h];
+    if (!Alive(h)) continue;
+    for (auto& wk : hs.engine->workers()) {
+      for (hal::CqHandle cq : wk->OwnedCqs()) {
+        const engine::CqQuota* q = wk->QuotaOf(cq);
+        auto truth = fabric_.TruthOf(cq);
+        if (q == nullptr || !truth.ok() || truth->errored) continue;
+        const uint64_t reserved = static_cast<uint64_t>(q->reserved());
+        max_quota_ = std::max(max_quota_, reserved);
+        if (truth->present + truth->producible > reserved || reserved > truth->capacity)
+          Fail(absl::StrCat("quota: h", h, " w", wk->id(), " cq ", cq.id,
+                            " present=", truth->present, " producible=", truth->producible,
+                            " reserved=", reserved, " capacity=", truth->capacity));
+      }
+    }
+  }
+}
+
+void TwoEngines::Fail(std::string why) {
+  if (oracle_failure_.empty())
+    oracle_failure_ = absl::StrCat("oracle at ", clock_.NowNs(), " ns: ", why);
+}
+
+const TwoEngines::Tracked* TwoEngines::TrackedOf(uint32_t h, TaskId id) const {
+  for (const Tracked& t : tracked_)
+    if (t.host == h && t.id.batch.id == id.batch.id && t.id.index == id.index) return &t;
+  return nullptr;
+}
+
+std::string TwoEngines::OracleAndViolations() const {
+  std::string out = oracle_failure_;
+  if (std::string v = Violations(); !v.empty()) out += " violations: " + v;
+  return out;
+}
+
+std::string TwoEngines::Violations() const {
+  std::string out;
+  for (const auto& v : fabric_.violations())
+    out += absl::StrCat(std::string(sim::ViolationKindName(v.kind)), ": ", v.message, "; ");
+  return out;
+}
+
+absl::StatusOr<SegmentHandle> TwoEngines::Open(uint32_t from, uint32_t to) {
+  if (!Alive(from)) return absl::UnavailableError(absl::StrCat("h", from, " is down"));
+  EngineImpl& e = *hosts_[from].engine;
+  absl::StatusOr<OpenToken> t;
+  {
+    MainScope main(this);
+    t = e.OpenSegmentAsync(hosts_[to].addr);
+  }
+  if (!t.ok()) return t.status();
+  std::optional<SegmentHandle> h;
+  absl::Status err;
+  RunUntil(
+      [&] {
+        auto p = e.PollOpenSegment(*t);
+        if (!p.ok()) {
+          err = p.status();
+          return true;
+        }
+        h = *p;
+        return h.has_value();
+      },
+      10'000'000'000);
+  if (!err.ok()) return err;
+  if (!h) return absl::DeadlineExceededError("open did not finish");
+  return *h;
+}
+
+std::string TwoEngines::ShutdownAndCheckLeaks() {
+  {
+    MainScope main(this);
+    for (uint32_t h = 0; h < kHosts; ++h) Resume(h);
+    for (uint32_t h = 0; h < kHosts; ++h)
+      if (Alive(h)) hosts_[h].engine->BeginShutdown();
+  }
+  const bool drained = RunUntil(
+      [&] {
+        for (uint32_t h = 0; h < kHosts; ++h)
+          if (Alive(h) && !hosts_[h].engine->WorkersDrained()) return false;
+        return true;
+      },
+      30'000'000'000);
+  std::string out;
+  if (!drained) {
+    out +=
+        absl::StrCat("workers did not drain (", std::string(sim::RunOutcomeName(last_run_.outcome)),
+                     " ", last_run_.detail, "): ");
+    for (uint32_t h = 0; h < kHosts; ++h) {
+      if (!Alive(h)) continue;
+      HostState& hs = hosts_[h];
+      for (auto& wk : hs.engine->workers()) {
+        out += absl::StrCat(hs.addr, " w", wk->id(), " down=", wk->ShutDown(),
+                            " live=", wk->LiveEndpoints(), " retiring=", wk->RetiringEndpoints(),
+                            " inbox=", wk->InboxSize(), "; ");
+        for (const std::string& r : wk->PendingReasons()) out += hs.addr + " " + r + "; ";
+      }
+    }
+  }
+  MainScope main(this);
+  for (uint32_t h = 0; h < kHosts; ++h) {
+    if (!Alive(h)) continue;
+    HostState& hs = hosts_[h];
+    hs.rt->Stop();
+    absl::Status s = hs.engine->FinishShutdown();
+    if (!s.ok()) out += absl::StrCat(hs.addr, " FinishShutdown: ", s.ToString(), "; ");
+    if (hs.engine->ledger().LiveTotal() != 0)
+      out += absl::StrCat(hs.addr, " ledger: ", hs.engine->ledger().ToString(), "; ");
+  }
+  for (auto k : {sim::ObjectKind::kContext, sim::ObjectKind::kPd, sim::ObjectKind::kMr,
+                 sim::ObjectKind::kCompChannel, sim::ObjectKind::kCq, sim::ObjectKind::kQp}) {
+    if (fabric_.LiveCount(k) != 0)
+      out += absl::StrCat("sim live ", std::string(sim::ObjectKindName(k)), "=",
+                          fabric_.LiveCount(k), "; ");
+  }
+  return out;
+}
+
+std::vector<const engine::SimObserver*> TwoEngines::observers() const {
+  std::vector<const engine::SimObserver*> out;
+  for (const auto& o : dead_obs_) out.push_back(o.get());
+  for (const HostState& hs : hosts_)
+    if (hs.obs != nullptr) out.push_back(hs.obs.get());
+  return out;
+}
+
+std::vector<EngineImpl*> TwoEngines::engines() const {
+  std::vector<EngineImpl*> out(dead_engines_.begin(), dead_engines_.end());
+  for (const HostState& hs : hosts_)
+    if (hs.engine != nullptr) out.push_back(hs.engine.get());
+  return out;
+}
+
+}  // namespace ferry::simworld

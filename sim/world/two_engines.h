@@ -1,0 +1,272 @@
+// sim/world/two_engines.h: a simulated world with two engine processes
+// (hosts h0 and h1, one NIC "sim0" each) on one Fabric and one SimNetwork,
+// stepped by one Scheduler; helpers for segments, transfers, restarts,
+// pauses, partitions, shutdown and the C9 leak check. The sim scenario tests
+// (tests/engine/sim) and the ferry-sim runner (tools/ferry-sim) both build on
+// it: libferry_simworld_mut for tests, libferry_simworld for the tool.
+//
+// Thread safety: none (single-threaded simulation).
+// What must stay true:
+// - Every engine actor is registered once, through a fixed per-host slot
+//   that forwards to the host's current runtime, so a restarted process gets
+//   new actors without re-planning the scheduler.
+// - Determinism (DESIGN.md section 7): one root seed (the constructor's)
+//   derives every component's Prng in a fixed order; runner faults
+//   (ScheduleFaults) fire at virtual times through a scheduler actor, in
+//   (time, insertion) order, and each is a trace event.
+// - A paused host's actors are neither runnable nor waking; its RNIC still
+//   serves one-sided operations (the Fabric is its own actor) and its control
+//   endpoint queues inbound messages (SimNetwork::Pause).
+//
+// The oracle (DESIGN.md section 6) runs after every scheduler step of
+// RunUntil: a task submitted through Submit() has its local buffer Claim()ed
+// in the fabric's shadow memory and Release()d in the step it publishes (so a
+// DMA after publish is a `local_after_release` violation naming the task);
+// its published status never changes and no slice word leaves a final state
+// (each slice resolves once, each task publishes once); and for every CQ of
+// every live engine, CQEs present + producible <= engine quota <= CQ size.
+// Tasks of a process that restarted died with it: they are marked dead and
+// their buffers released (the RNIC closed that process's contexts, so no DMA
+// may touch them afterwards); the oracle no longer judges them.
+// The first failure is kept in oracle_failure() (with the virtual time).
+#ifndef FERRY_SIM_WORLD_TWO_ENGINES_H_
+#define FERRY_SIM_WORLD_TWO_ENGINES_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "base/mutation.h"
+#include "engine/engine_impl.h"
+#include "engine/runtime_sim.h"
+#include "sim/net/sim_network.h"
+#include "sim/prng.h"
+#include "sim/rnic/fabric.h"
+#include "sim/scheduler.h"
+#include "sim/trace.h"
+#include "sim/virtual_clock.h"
+
+namespace ferry::simworld {
+
+// The engine config every sim scenario starts from: small queues and short
+// timeouts so faults and retires happen within little virtual time.
+EngineConfig ScenarioConfig();
+
+inline constexpr size_t kBufBytes = 1 << 20;
+inline constexpr uint32_t kHosts = 2;
+// Bring-up attempts per process start when resource creation can fail.
+inline constexpr uint32_t kStartAttemptsMax = 64;
+
+struct HostState {
+  std::string addr;
+  std::unique_ptr<hal::Verbs> verbs;
+  std::unique_ptr<sim::SimControlNet> net;
+  std::unique_ptr<engine::SimEntropy> entropy;
+  std::unique_ptr<engine::SimObserver> obs;
+  std::unique_ptr<EngineImpl> engine;
+  std::unique_ptr<engine::SimRuntime> rt;
+  std::vector<uint8_t> buf;
+  bool registered = false;   // buf registered with the current engine
+  bool paused = false;       // process stopped: its actors are not stepped
+  uint32_t incarnation = 0;  // restarts of this host so far
+};
+
+// Forwards to actor `i` of a host's current runtime (or sleeps when none,
+// when the runtime is dead, or while the host is paused).
+class SlotActor final : public sim::Actor {
+ public:
+  SlotActor(HostState* h, size_t i, std::string name) : h_(h), i_(i), name_(std::move(name)) {}
+  std::string_view name() const override { return name_; }
+  bool Runnable() override { return A() != nullptr && A()->Runnable(); }
+  uint64_t Step() override { return A()->Step(); }
+  std::optional<uint64_t> NextWakeNs() override {
+    return A() == nullptr ? std::nullopt : A()->NextWakeNs();
+  }
+  bool HasWork() override { return A() != nullptr && A()->HasWork(); }
+
+ private:
+  sim::Actor* A() const;
+  HostState* h_;
+  size_t i_;
+  std::string name_;
+};
+
+// A fault the runner (not the RNIC) applies to the world at a virtual time.
+enum class WorldFaultKind : uint8_t {
+  kRestart,     // the host's process exits; a new incarnation starts at once
+  kPause,       // the host's process stops for duration_ns (then kResume)
+  kResume,      // scheduled by kPause
+  kPartition,   // the control network between h0 and h1 is cut (dir) for duration_ns
+  kHeal,        // scheduled by kPartition
+  kStopFaults,  // end of the fault window: resume, heal, clean net plan, drop the rest
+};
+std::string_view WorldFaultKindName(WorldFaultKind k);
+
+struct WorldFault {
+  uint64_t at_ns = 0;
+  WorldFaultKind kind = WorldFaultKind::kRestart;
+  uint32_t host = 0;  // kRestart, kPause, kResume; for kPartition: the cut's source
+  uint64_t duration_ns = 0;
+  sim::PartitionDir dir = sim::PartitionDir::kBoth;
+  std::string ToString() const;
+};
+
+// What the runner faults did (the summary of ferry-sim).
+struct WorldCounters {
+  uint64_t restarts = 0;
+  uint64_t pauses = 0;
+  uint64_t partitions = 0;
+  uint64_t start_attempts_failed = 0;  // bring-up or registration attempts that failed
+  uint64_t faults_dropped_at_stop = 0;
+};
+
+struct WorldOptions {
+  // Trace entries kept for a readable replay (0: hash only).
+  size_t trace_record_max = 0;
+};
+
+class TwoEngines {
+ public:
+  TwoEngines(uint64_t seed, sim::NetPlan plan, const base::Mutations& mutations,
+             EngineConfig config, sim::FabricConfig fabric_config = MakeFabricConfig(),
+             WorldOptions options = {});
+  ~TwoEngines();
+  TwoEngines(const TwoEngines&) = delete;
+  TwoEngines& operator=(const TwoEngines&) = delete;
+
+  static sim::FabricConfig MakeFabricConfig();
+
+  // One bring-up attempt of host h's process (bind, engine, memory); what
+  // an earlier attempt completed is kept. A failed engine bring-up has
+  // rolled itself back (C7).
+  absl::Status Start(uint32_t h);
+  // Start, retried up to attempts_max times (resource creation can fail by
+  // plan); the last error when every attempt failed.
+  absl::Status StartWithRetries(uint32_t h, uint32_t attempts_max = kStartAttemptsMax);
+  // Empty when both processes came up at construction, else why not.
+  const std::string& start_failure() const { return start_failure_; }
+
+  // The process on host h dies (as exit: the RNIC closes its contexts, its
+  // control endpoint goes away) and a new incarnation starts (with retries).
+  absl::Status Restart(uint32_t h);
+
+  // Runner faults: applied by a scheduler actor at their virtual times.
+  void ScheduleFaults(const std::vector<WorldFault>& faults);
+  // A workload driver's action at a virtual time, run by the same actor
+  // (after the faults due at the same time that were scheduled before it).
+  // kStopFaults drops pending faults, never calls.
+  void ScheduleCall(uint64_t at_ns, std::function<void()> call);
+  // Faults or calls still to come.
+  bool faults_pending() const { return !faults_.empty(); }
+  const WorldCounters& world_counters() const { return counters_; }
+
+  // Runs the scheduler until done() (checked, with the oracle, after every
+  // step) or time_max_ns of virtual time passed; true when done.
+  bool RunUntil(const std::function<bool()>& done, uint64_t time_max_ns);
+
+  // ---------------------------------------------------------------- oracle
+  struct Tracked {
+    uint32_t host = 0;
+    uint32_t incarnation = 0;  // of the submitting process
+    TaskId id;
+    uint64_t label = 0;  // shadow owner id
+    const uint8_t* addr = nullptr;
+    uint64_t len = 0;
+    std::shared_ptr<const engine::Task> task;
+    TaskStatus published = TaskStatus::kPending;
+    uint64_t publish_ns = 0;
+    bool dead = false;  // its process restarted before it published
+    std::vector<bool> slice_final;
+  };
+
+  // Submits through host h's engine and tracks each accepted task.
+  SubmitResult Submit(uint32_t h, BatchId batch, const std::vector<Request>& reqs);
+  void OracleStep();
+  void Fail(std::string why);
+  const std::string& oracle_failure() const { return oracle_failure_; }
+  const std::vector<Tracked>& tracked() const { return tracked_; }
+  const Tracked* TrackedOf(uint32_t h, TaskId id) const;
+  uint64_t max_quota() const { return max_quota_; }
+  // Rolling hash of every traced event and PRNG draw (DESIGN.md section 7).
+  uint64_t trace_hash() const { return trace_.hash(); }
+  const sim::Trace& trace() const { return trace_; }
+  // Everything the oracle and fabric saw: "" when clean.
+  std::string OracleAndViolations() const;
+  std::string Violations() const;
+
+  // Opens host `to`'s segment from host `from` (running the world).
+  absl::StatusOr<SegmentHandle> Open(uint32_t from, uint32_t to);
+
+  // Shuts both engines down and returns "" when nothing leaked (C9), else
+  // what leaked.
+  std::string ShutdownAndCheckLeaks();
+
+  // Scheduler actor names, by scheduler index (for trace printing).
+  const std::vector<std::string>& actor_names() const { return actor_names_; }
+  // Every lifecycle record of every incarnation (dead ones first).
+  std::vector<const engine::SimObserver*> observers() const;
+  // Engines of every incarnation, dead ones included (their stats stay
+  // readable; a dead engine is never stepped again).
+  std::vector<EngineImpl*> engines() const;
+
+  HostState& host(uint32_t h) { return hosts_[h]; }
+  sim::Fabric& fabric() { return fabric_; }
+  sim::SimNetwork& net() { return net_; }
+  sim::VirtualClock& clock() { return clock_; }
+  sim::Scheduler& scheduler() { return sched_; }
+  const sim::RunResult& last_run() const { return last_run_; }
+
+ private:
+  class FaultActor;
+  class MainScope;
+  void ApplyFault(const WorldFault& f);
+  void Resume(uint32_t h);
+  bool Alive(uint32_t h) const {
+    return hosts_[h].rt != nullptr && !hosts_[h].rt->dead() && hosts_[h].engine != nullptr;
+  }
+
+  sim::VirtualClock clock_;
+  sim::Trace trace_;
+  sim::Prng root_;
+  sim::Fabric fabric_;
+  sim::SimNetwork net_;
+  sim::Scheduler sched_;
+  base::Mutations mutations_;
+  EngineConfig config_;
+  sim::NetPlan net_plan_;
+  HostState hosts_[kHosts];
+  std::vector<std::unique_ptr<SlotActor>> slots_;
+  std::unique_ptr<FaultActor> fault_actor_;
+  std::vector<std::string> actor_names_;
+  std::vector<std::unique_ptr<engine::SimRuntime>> dead_;
+  std::vector<std::unique_ptr<engine::SimObserver>> dead_obs_;
+  // Abandoned engines of dead processes: never destroyed (their verbs
+  // handles died with the process), never stepped; read for stats only.
+  std::vector<EngineImpl*> dead_engines_;
+  uint32_t restarts_ = 0;
+  sim::RunResult last_run_;
+  std::vector<Tracked> tracked_;
+  std::string oracle_failure_;
+  std::string start_failure_;
+  uint64_t max_quota_ = 0;
+  // Runner faults and driver calls by (at_ns, insertion seq).
+  struct Pending {
+    WorldFault fault;
+    std::function<void()> call;  // set: a driver call, not a fault
+  };
+  std::map<std::pair<uint64_t, uint64_t>, Pending> faults_;
+  uint64_t fault_seq_ = 0;
+  uint32_t fault_steps_ = 0;  // > 0 while the fault actor steps
+  WorldCounters counters_;
+};
+
+}  // namespace ferry::simworld
+
+#endif  // FERRY_SIM_WORLD_TWO_ENGINES_H_
