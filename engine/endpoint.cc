@@ -201,6 +201,7 @@ bool Endpoint::RetireStep(uint64_t now_ns, uint64_t backoff_min_ns, uint64_t bac
       q.destroyed = true;
       continue;
     }
+    if (q.destroy_failures == 0) q.first_destroy_fail_ns = now_ns;
     ++q.destroy_failures;
     q.backoff_ns = q.backoff_ns == 0 ? backoff_min_ns : std::min(q.backoff_ns * 2, backoff_max_ns);
     q.next_destroy_ns = now_ns + q.backoff_ns;

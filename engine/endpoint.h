@@ -91,6 +91,7 @@ struct DataQp {
   bool destroyed = false;                     // DestroyQp returned OK
   bool released = false;                      // empty poll after destroy done
   uint32_t destroy_failures = 0;
+  uint64_t first_destroy_fail_ns = 0;  // when the first destroy failed
   uint64_t next_destroy_ns = 0;
   uint64_t backoff_ns = 0;
 };

@@ -109,6 +109,17 @@ absl::StatusOr<std::unique_ptr<EngineImpl>> EngineImpl::Create(
     raw.push_back(e->workers_.back().get());
   }
   EngineImpl* self = e.get();
+  // The destroy give-up reset reaches every owner as a DEVICE_FATAL of the
+  // context, through the same inbox path as a real one.
+  e->worker_env_.reset_context = [self](uint32_t ctx) {
+    hal::AsyncEvent ev;
+    ev.type = hal::AsyncEventType::kDeviceFatal;
+    ev.context = self->contexts_[ctx]->handle();
+    for (uint32_t w = 0; w < self->workers_.size(); ++w) {
+      self->workers_[w]->Push(engine::InboxAsync{ev});
+      self->Wake(w);
+    }
+  };
   e->async_ = std::make_unique<engine::AsyncReader>(env.verbs, e->worker_env_.contexts, raw,
                                                     [self](uint32_t w) { self->Wake(w); });
   engine::ListenerEnv le;

@@ -1208,6 +1208,17 @@ void Worker::Sweep() {
         FERRY_CHECK(ledger.OnDestroyResult(h, false).ok());
         NoteEvent("destroy_failed", key, q.qpn, q.destroy_failures);
       }
+      // Last resort (off by default): a QP whose destroy kept failing for
+      // destroy_give_up_ns gets its whole device context closed and
+      // re-opened; the close is evidence for every QP on it (C1).
+      Rail& rail = rails_[ep->context()];
+      if (cfg_.reset_context_on_destroy_give_up && !q.destroyed && q.destroy_failures > 0 &&
+          now - q.first_destroy_fail_ns >= cfg_.destroy_give_up_ns && !rail.reset_requested &&
+          env_->reset_context) {
+        rail.reset_requested = true;
+        NoteEvent("destroy_give_up", key, q.qpn, q.destroy_failures);
+        env_->reset_context(ep->context());
+      }
     }
   }
   RecoverErroredCqs();
@@ -1242,6 +1253,7 @@ void Worker::ServeParkedContexts() {
           for (uint32_t i = 0; i < c->cqs_per_worker(); ++i)
             env_->observer->OnCqCreated(w, c->cq(w, i));
       NoteEvent("ctx_reenabled", Key{ci, ""}, c->epoch() + 1, 0);
+      r.reset_requested = false;
       c->Unpark();
       if (env_->context_reenabled) env_->context_reenabled(ci);
     }

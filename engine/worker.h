@@ -109,6 +109,10 @@ struct WorkerEnv {
   // DEVICE_FATAL: its rkeys changed, the engine bumps the descriptor
   // version. May be empty.
   std::function<void(uint32_t context)> context_reenabled;
+  // Asks every owner to close and re-open context `context` (the
+  // reset_context_on_destroy_give_up last resort): delivered to each as a
+  // DEVICE_FATAL of that context. May be empty (then the knob is inert).
+  std::function<void(uint32_t context)> reset_context;
 };
 
 // One request as the owner needs it (immutable after submit).
@@ -249,7 +253,8 @@ class Worker {
     bool port_down = false;
     bool parked = false;  // DEVICE_FATAL: waiting for the re-enable
     uint64_t park_epoch = 0;
-    bool must_reenable = false;  // this owner completed the park count
+    bool must_reenable = false;    // this owner completed the park count
+    bool reset_requested = false;  // destroy give-up asked for a reset (until the re-enable)
   };
 
   void DrainInbox();

@@ -706,6 +706,90 @@ std::string DeviceFatal(uint64_t seed, const base::Mutations& m) {
   return Finish(w);
 }
 
+// Destroy give-up (the reset_context_on_destroy_give_up last resort): the
+// QPs of a timed-out task hang (no flush) and every destroy fails. With the
+// knob off the task stays PENDING (a failed destroy is never evidence, C1)
+// until a destroy finally succeeds; with it on, after destroy_give_up_ns the
+// owner has the whole context closed and re-opened (every owner parks, as
+// for DEVICE_FATAL), the close is the evidence, TIMEOUT publishes after the
+// re-enable, and a new transfer completes.
+std::string DestroyGiveUp(uint64_t seed, bool knob) {
+  EngineConfig c = ScenarioConfig();
+  c.slice_timeout_ns = 5'000'000;
+  c.reset_context_on_destroy_give_up = knob;
+  c.destroy_give_up_ns = 20'000'000;
+  TwoEngines w(seed, sim::NetPlan{}, base::Mutations(), c);
+  auto seg = w.Open(0, 1);
+  if (!seg.ok()) return "open";
+  if (Run1(w, 0, MakeReq(w, 0, *seg, OpKind::kWrite, 0, 0, 16 * 1024)).first !=
+      TaskStatus::kCompleted)
+    return "warm-up";
+  const Endpoint* ep = EndpointOn(w, 0, 1);
+  if (ep == nullptr) return "no endpoint";
+  for (uint32_t qpn : ep->qpns()) {
+    if (!w.fabric().Inject(QpFault(sim::FaultKind::kHungQp, w.clock().NowNs(), 0, qpn)).ok())
+      return "inject hung";
+    for (int k = 0; k < 200; ++k)  // ~200 ms of failing destroys at the 1 ms backoff cap
+      if (!w.fabric()
+               .Inject(QpFault(sim::FaultKind::kDestroyQpFail, w.clock().NowNs(), 0, qpn))
+               .ok())
+        return "inject destroy_fail";
+  }
+  EngineImpl& e = *w.host(0).engine;
+  const size_t from = w.host(0).obs->records().size();
+  auto batch = e.AllocateBatch(1);
+  SubmitResult t =
+      w.Submit(0, *batch, {MakeReq(w, 0, *seg, OpKind::kWrite, 64 * 1024, 64 * 1024, 32 * 1024)});
+  if (!t.status.ok()) return "submit";
+  const uint64_t t0 = w.clock().NowNs();
+  // Past the timeout, the drain and the give-up time: PENDING without the knob.
+  w.RunUntil([&] { return IsTerminal(*e.GetTaskStatus(t.tasks[0])); }, 60'000'000);
+  const TaskStatus at60 = *e.GetTaskStatus(t.tasks[0]);
+  const std::string k = KeyOf(w, 1);
+  const auto& r = w.host(0).obs->records();
+  if (!knob) {
+    if (at60 != TaskStatus::kPending)
+      return absl::StrCat("knob off: ended ", std::string(TaskStatusName(at60)),
+                          " while every destroy failed");
+    if (Find(r, "destroy_give_up", "", from) >= 0) return "knob off: gave up";
+  } else {
+    if (at60 != TaskStatus::kTimeout)
+      return absl::StrCat("knob on: ", std::string(TaskStatusName(at60)), " after 60 ms");
+    const int64_t to = Find(r, "timeout", k, from), df = Find(r, "destroy_failed", k, from),
+                  gu = Find(r, "destroy_give_up", k, from),
+                  fatal = Find(r, "device_fatal", "", from),
+                  reen = Find(r, "ctx_reenabled", "", from);
+    if (!(to >= 0 && df > to && gu > df && fatal > gu && reen > fatal))
+      return absl::StrCat("order timeout=", to, " destroy_failed=", df, " give_up=", gu,
+                          " device_fatal=", fatal, " reenabled=", reen);
+    const auto* tr = w.TrackedOf(0, t.tasks[0]);
+    if (tr == nullptr || tr->publish_ns < r[static_cast<size_t>(reen)].time_ns)
+      return "TIMEOUT published before the context was re-opened";
+    if (r[static_cast<size_t>(gu)].time_ns - t0 < c.destroy_give_up_ns)
+      return "gave up before destroy_give_up_ns";
+    if (Count(r, "ctx_reenabled", "sim0|", from) != 1 || Count(r, "destroy_give_up", k, from) != 1)
+      return "more than one reset";
+  }
+  // Either way the task ends and the engine carries new transfers.
+  w.RunUntil([&] { return IsTerminal(*e.GetTaskStatus(t.tasks[0])); }, 2'000'000'000);
+  if (*e.GetTaskStatus(t.tasks[0]) != TaskStatus::kTimeout) return "not TIMEOUT in the end";
+  auto seg2 = w.Open(0, 1);  // a re-enable changes the rkeys of host 0 only
+  if (!seg2.ok()) return "reopen";
+  Fill(w, 0, 128 * 1024, 16 * 1024, 91);
+  if (Run1(w, 0, MakeReq(w, 0, *seg2, OpKind::kWrite, 128 * 1024, 128 * 1024, 16 * 1024)).first !=
+          TaskStatus::kCompleted ||
+      !Holds(w, 1, 128 * 1024, 16 * 1024, 91))
+    return "no transfer afterwards";
+  return Finish(w);
+}
+
+TEST(EngineContracts, DestroyGiveUpResetsTheContextOnlyWhenAsked) {
+  for (uint64_t s = 1; s <= 3; ++s) {
+    ASSERT_EQ(DestroyGiveUp(s, false), "") << "knob off, seed " << s;
+    ASSERT_EQ(DestroyGiveUp(s, true), "") << "knob on, seed " << s;
+  }
+}
+
 TEST(EngineContracts, DeviceFatalReenablesBumpsVersionAndResumes) {
   for (uint64_t s = 1; s <= 5; ++s)
     ASSERT_EQ(DeviceFatal(s, base::Mutations()), "") << "seed " << s;
