@@ -41,15 +41,15 @@ std::string_view SliceOutcomeName(SliceOutcome o) {
 }
 
 void Slice::OwnerMove(SliceWord from, SliceWord to) {
-  uint64_t expected = SliceWord::Pack(from);
-  const bool won =
-      word_.compare_exchange_strong(expected, SliceWord::Pack(to), std::memory_order_seq_cst);
-  if (!won) {
-    const SliceWord seen = SliceWord::Unpack(expected);
-    FERRY_CHECK_EQ(static_cast<int>(seen.state), static_cast<int>(from.state));
-    FERRY_CHECK_EQ(seen.attempt, from.attempt);
-    FERRY_UNREACHABLE();
-  }
+  // Only the owner moves a slice out of POSTING or POSTED (TryWithdraw acts
+  // on QUEUED only), so this is a checked store, not a compare-and-swap: a
+  // word that is not `from` here is a bug. Release: a reader that acquires
+  // the new word sees what the owner did before.
+  const SliceWord seen = SliceWord::Unpack(word_.load(std::memory_order_acquire));
+  FERRY_CHECK_EQ(static_cast<int>(seen.state), static_cast<int>(from.state));
+  FERRY_CHECK(seen.state == SliceState::kPosting || seen.state == SliceState::kPosted);
+  FERRY_CHECK_EQ(seen.attempt, from.attempt);
+  word_.store(SliceWord::Pack(to), std::memory_order_release);
 }
 
 bool Slice::TryBeginPost(uint16_t attempt) {

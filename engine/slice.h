@@ -115,7 +115,8 @@ class Slice {
   uint32_t wr_generation = 0;  // generation armed for the current post
 
  private:
-  // Owner transition that cannot race: CAS from `from` to `to`, CHECK it won.
+  // Owner transition out of POSTING or POSTED, which cannot race (TryWithdraw
+  // acts on QUEUED only): a checked release store from `from` to `to`.
   void OwnerMove(SliceWord from, SliceWord to);
 
   std::atomic<uint64_t> word_{SliceWord::Pack(SliceWord{})};
