@@ -426,6 +426,9 @@ absl::Status EngineImpl::Cancel(TaskId task) {
   if (t->task->TryLatch(TaskStatus::kCanceled)) {
     std::optional<TaskStatus> published;
     t->task->WithdrawQueued(&published);
+    // A task with nothing posted publishes here, on this thread: its
+    // waiters must not wait for the next worker step to learn it.
+    if (published.has_value()) engine::RuntimeNotifyProgress(this);
   }
   return absl::OkStatus();
 }

@@ -271,6 +271,11 @@ bool RuntimeWorkersDrained(EngineImpl* engine) {
   return engine->WorkersDrained();
 }
 
+void RuntimeNotifyProgress(EngineImpl* engine) {
+  if (engine->threaded_runtime != nullptr && engine->threaded_runtime->running())
+    engine->threaded_runtime->NotifyProgress();
+}
+
 void RuntimeYield() {
   std::this_thread::sleep_for(std::chrono::nanoseconds(kWaiterFallbackSleepNs));
 }

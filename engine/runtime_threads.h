@@ -117,6 +117,9 @@ class ThreadedRuntime {
   // (capped at kIdleWaitMaxNs) or the runtime stopped; spins (yielding)
   // up to kWaiterSpinNs first.
   void WaitProgress(uint64_t seen, uint64_t timeout_ns);
+  // After a step (or a user call such as Cancel) that may have published:
+  // bump the generation, wake waiters. Any thread.
+  void NotifyProgress();
 
  private:
   struct Slot {
@@ -130,8 +133,6 @@ class ThreadedRuntime {
   // Blocks up to wait_ns on the slot's eventfd and `fds` (appended after
   // it). Returns after the first readable fd or the timeout.
   void WaitOn(Slot& s, std::vector<int>& fds, uint64_t wait_ns);
-  // After a step that may have published: bump the generation, wake waiters.
-  void NotifyProgress();
 
   EngineImpl* const engine_;
   std::vector<std::unique_ptr<Slot>> slots_;  // fixed after construction
@@ -179,6 +180,9 @@ void StopThreadedRuntime(EngineImpl* engine);
 // threaded runtime runs the engine (the worker objects belong to their
 // threads), else from the workers themselves (sim, single-threaded).
 bool RuntimeWorkersDrained(EngineImpl* engine);
+// A user call may have published a task (Cancel): wakes the blocking
+// helpers' waiters if a threaded runtime runs; nothing otherwise.
+void RuntimeNotifyProgress(EngineImpl* engine);
 // Sleep of a RuntimeWaiter without a threaded runtime.
 inline constexpr uint64_t kWaiterFallbackSleepNs = 50'000;
 // A short sleep (kWaiterFallbackSleepNs), for test loops that step
