@@ -507,6 +507,13 @@ void Worker::OnReq(const HandshakeMessage& m, const std::string& from) {
   }
   const Key key{*ctx, m.src_nic_path};
   NoteEvent("req_recv", key, m.incarnation, m.generation);
+  if (rails_[*ctx].parked) {
+    // The device is being closed and re-opened (DEVICE_FATAL): no endpoint
+    // can be built on it now (its CQs and their ledgers are being
+    // replaced). The peer resends its REQ until the handshake timeout.
+    NoteEvent("req_parked", key, m.incarnation, m.generation);
+    return;
+  }
   // C6: a REQ from an incarnation this key already replaced is a delayed
   // REQ of the peer's previous process: STALE, nothing changes.
   if (WasReplaced(key, m.incarnation) && !Mut(base::Mutation::kEngineC6AcceptStale)) {

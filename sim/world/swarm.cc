@@ -7,6 +7,7 @@
 // ranges, [896K, 1M) the peer's second-wave remote ranges.
 #include "sim/world/swarm.h"
 
+#include <algorithm>
 #include <array>
 #include <memory>
 #include <optional>
@@ -27,7 +28,7 @@ namespace {
 
 // Lifecycle record kinds of engine/worker.cc (SimObserver records), listed
 // so a report shows the probes a sweep never reached as 0.
-constexpr std::array<std::string_view, 36> kLifecycleProbes = {
+constexpr std::array<std::string_view, 37> kLifecycleProbes = {
     "cq_err",          "cq_recreated", "cqe_error",    "ctx_reenabled", "ctx_resumed",
     "destroy_failed",  "device_fatal", "dup_req",      "ep_create",     "ep_destroyed",
     "ep_evict",        "ep_ready",     "ep_retire",    "error_req",     "gid_change",
@@ -35,14 +36,14 @@ constexpr std::array<std::string_view, 36> kLifecycleProbes = {
     "rep_dropped",     "rep_recv",     "rep_sent",     "repost",        "req_recv",
     "req_sent",        "retry",        "rtu_dropped",  "rtu_recv",      "rtu_sent",
     "stale_entry",     "stale_recv",   "stale_req",    "timeout",       "timeout_retire",
-    "zombie_escalate",
+    "zombie_escalate", "req_parked",
 };
 
-constexpr std::array<std::string_view, 10> kCounterProbes = {
+constexpr std::array<std::string_view, 11> kCounterProbes = {
     "w.stale_cqes",     "w.zombie_escalations", "w.cq_recreated",
     "w.evictions",      "w.timeout_retires",    "w.stale_sweep_entries",
     "rnic.retransmits", "rnic.packets_dropped", "world.start_attempts_failed",
-    "world.restarts",
+    "world.restarts",   "world.device_events",
 };
 
 // First wave: a driver round every SwarmOptions::round_ns during the fault window; each
@@ -426,6 +427,7 @@ class Run {
     r.probes["rnic.packets_dropped"] += fs.packets_dropped;
     r.probes["world.start_attempts_failed"] += wc.start_attempts_failed;
     r.probes["world.restarts"] += wc.restarts;
+    r.probes["world.device_events"] += wc.device_events;
     for (const auto& [reason, n] : nc.dropped)
       if (n != 0) r.probes[absl::StrCat("net.drop.", std::string(sim::NetDropName(reason)))] += n;
     for (uint32_t h = 0; h < kHosts; ++h) {
@@ -464,12 +466,13 @@ std::string SwarmFamilies::ToString() const {
   if (peer_restart) on.push_back("peer_restart");
   if (paused_peer) on.push_back("paused_peer");
   if (ctrl) on.push_back("ctrl");
+  if (device) on.push_back("device");
   return on.empty() ? std::string("none") : absl::StrJoin(on, ",");
 }
 
 absl::StatusOr<SwarmFamilies> SwarmFamilies::Parse(std::string_view text) {
   SwarmFamilies f;
-  f.rnic = f.resource_fail = f.peer_restart = f.paused_peer = f.ctrl = false;
+  f.rnic = f.resource_fail = f.peer_restart = f.paused_peer = f.ctrl = f.device = false;
   size_t n = 0;
   for (absl::string_view part : absl::StrSplit(absl::string_view(text.data(), text.size()), ',')) {
     if (++n > 16) return absl::InvalidArgumentError("too many families");
@@ -483,7 +486,7 @@ absl::StatusOr<SwarmFamilies> SwarmFamilies::Parse(std::string_view text) {
       f = SwarmFamilies{};
     } else if (part == "all" || part == "none") {
       const bool v = part == "all" ? value : !value;
-      f.rnic = f.resource_fail = f.peer_restart = f.paused_peer = f.ctrl = v;
+      f.rnic = f.resource_fail = f.peer_restart = f.paused_peer = f.ctrl = f.device = v;
     } else if (part == "rnic") {
       f.rnic = value;
     } else if (part == "resource_fail") {
@@ -494,10 +497,13 @@ absl::StatusOr<SwarmFamilies> SwarmFamilies::Parse(std::string_view text) {
       f.paused_peer = value;
     } else if (part == "ctrl") {
       f.ctrl = value;
+    } else if (part == "device") {
+      f.device = value;
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown fault family '", part,
-          "' (families: rnic, resource_fail, peer_restart, paused_peer, ctrl, all, none, "
+          "' (families: rnic, resource_fail, peer_restart, paused_peer, ctrl, device, all, "
+          "none, "
           "default)"));
     }
   }
@@ -518,6 +524,8 @@ std::string WorldPlan::ToString() const {
   absl::StrAppend(&out, "  ctrl_partition ", RatioText(partition), " per tick",
                   partition.num == 0 ? "" : absl::StrCat(", ", partition_ns, " ns each"), "\n");
   absl::StrAppend(&out, "  ctrl rates ", ctrl_rates ? "on" : "off", ": ", net.ToString(), "\n");
+  absl::StrAppend(&out, "  device_fatal ", RatioText(device_fatal),
+                  " per tick per host, gid_change ", RatioText(gid_change), " per tick per host\n");
   return out;
 }
 
@@ -542,6 +550,7 @@ SwarmPlan DrawSwarmPlan(uint64_t seed, const SwarmFamilies& families) {
   sim::Prng ctrl_p = prng.Fork();
   sim::Prng partition_p = prng.Fork();
   sim::Prng schedule_p = prng.Fork();
+  sim::Prng device_p = prng.Fork();  // last: the forks before keep their draws
 
   using K = sim::FaultKind;
   if (!families.rnic) {
@@ -583,6 +592,13 @@ SwarmPlan DrawSwarmPlan(uint64_t seed, const SwarmFamilies& families) {
     w.partition = part_rate;
     w.partition_ns = part_ns;
   }
+  const bool device_on = device_p.Below(2) == 1;
+  const sim::Ratio fatal_rate = Pick<sim::Ratio>(device_p, {{{1, 16}, {1, 64}, {1, 256}}});
+  const sim::Ratio gid_rate = Pick<sim::Ratio>(device_p, {{{1, 16}, {1, 64}, {1, 256}}});
+  if (families.device && device_on) {
+    w.device_fatal = fatal_rate;
+    w.gid_change = gid_rate;
+  }
   // The schedule: per tick, per host, the chances above (each Chance is
   // drawn unconditionally so the schedule's draws do not depend on which
   // families are on).
@@ -606,6 +622,19 @@ SwarmPlan DrawSwarmPlan(uint64_t seed, const SwarmFamilies& families) {
           WorldFault{at, WorldFaultKind::kPartition, from, w.partition_ns,
                      both ? sim::PartitionDir::kBoth : sim::PartitionDir::kOneWay});
   }
+  // Device events from their own stream (kept apart so the schedule above
+  // is the same whether or not this family is on).
+  for (uint32_t t = 0; t < w.ticks; ++t) {
+    const uint64_t at = uint64_t{t} * w.tick_ns + device_p.Below(w.tick_ns);
+    for (uint32_t h = 0; h < kHosts; ++h) {
+      if (device_p.Chance(w.device_fatal))
+        p.schedule.push_back(WorldFault{at, WorldFaultKind::kDeviceFatal, h, 0, {}});
+      if (device_p.Chance(w.gid_change))
+        p.schedule.push_back(WorldFault{at, WorldFaultKind::kGidChange, h, 0, {}});
+    }
+  }
+  std::stable_sort(p.schedule.begin(), p.schedule.end(),
+                   [](const WorldFault& a, const WorldFault& b) { return a.at_ns < b.at_ns; });
   p.schedule.push_back(
       WorldFault{uint64_t{w.ticks} * w.tick_ns, WorldFaultKind::kStopFaults, 0, 0, {}});
   return p;

@@ -59,8 +59,9 @@ struct SwarmFamilies {
   bool peer_restart = true;   // a process exits and a new incarnation starts
   bool paused_peer = true;    // a process stops for a while (control plane silent)
   bool ctrl = true;           // control network: delay, loss, dup, reorder, partition
+  bool device = true;         // the RNIC reports DEVICE_FATAL or GID_CHANGE
 
-  // "rnic,resource_fail,peer_restart,paused_peer,ctrl" (the families on).
+  // "rnic,resource_fail,peer_restart,paused_peer,ctrl,device" (the families on).
   std::string ToString() const;
   // A comma-separated list of family names; "all", "none" and "default"
   // too; a name prefixed with '-' switches it off ("all,-ctrl").
@@ -83,6 +84,8 @@ struct WorldPlan {
   bool reopen_after_peer_restart = false;
   bool ctrl_rates = false;  // net carries drawn delay/loss/dup/reorder rates
   sim::NetPlan net;
+  sim::Ratio device_fatal = sim::kNever;  // per tick per host
+  sim::Ratio gid_change = sim::kNever;    // per tick per host
   std::string ToString() const;
 };
 

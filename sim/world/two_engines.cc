@@ -50,6 +50,10 @@ std::string_view WorldFaultKindName(WorldFaultKind k) {
       return "heal";
     case WorldFaultKind::kStopFaults:
       return "stop_faults";
+    case WorldFaultKind::kDeviceFatal:
+      return "device_fatal";
+    case WorldFaultKind::kGidChange:
+      return "gid_change";
   }
   return "?";
 }
@@ -59,6 +63,8 @@ std::string WorldFault::ToString() const {
   switch (kind) {
     case WorldFaultKind::kRestart:
     case WorldFaultKind::kResume:
+    case WorldFaultKind::kDeviceFatal:
+    case WorldFaultKind::kGidChange:
       absl::StrAppend(&out, " h", host);
       break;
     case WorldFaultKind::kPause:
@@ -302,6 +308,19 @@ void TwoEngines::ApplyFault(const WorldFault& f) {
     case WorldFaultKind::kHeal:
       FERRY_CHECK(net_.Heal(hosts_[0].addr, hosts_[1].addr).ok());
       return;
+    case WorldFaultKind::kDeviceFatal:
+    case WorldFaultKind::kGidChange: {
+      if (!Alive(f.host)) return;
+      sim::ScriptedFault sf;
+      sf.at_ns = now;
+      sf.kind = f.kind == WorldFaultKind::kDeviceFatal ? sim::FaultKind::kDeviceFatal
+                                                       : sim::FaultKind::kGidChange;
+      sf.target.kind = sim::TargetKind::kDevice;
+      sf.target.host = f.host;
+      sf.target.device = "sim0";
+      if (fabric_.Inject(sf).ok()) ++counters_.device_events;
+      return;
+    }
     case WorldFaultKind::kStopFaults: {
       for (auto it = faults_.begin(); it != faults_.end();) {
         if (it->second.call) {

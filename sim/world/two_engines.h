@@ -100,12 +100,14 @@ class SlotActor final : public sim::Actor {
 
 // A fault the runner (not the RNIC) applies to the world at a virtual time.
 enum class WorldFaultKind : uint8_t {
-  kRestart,     // the host's process exits; a new incarnation starts at once
-  kPause,       // the host's process stops for duration_ns (then kResume)
-  kResume,      // scheduled by kPause
-  kPartition,   // the control network between h0 and h1 is cut (dir) for duration_ns
-  kHeal,        // scheduled by kPartition
-  kStopFaults,  // end of the fault window: resume, heal, clean net plan, drop the rest
+  kRestart,      // the host's process exits; a new incarnation starts at once
+  kPause,        // the host's process stops for duration_ns (then kResume)
+  kResume,       // scheduled by kPause
+  kPartition,    // the control network between h0 and h1 is cut (dir) for duration_ns
+  kHeal,         // scheduled by kPartition
+  kStopFaults,   // end of the fault window: resume, heal, clean net plan, drop the rest
+  kDeviceFatal,  // the host's RNIC reports DEVICE_FATAL (the engine closes and re-opens it)
+  kGidChange,    // the host's RNIC reports GID_CHANGE (the engine reconnects)
 };
 std::string_view WorldFaultKindName(WorldFaultKind k);
 
@@ -123,6 +125,7 @@ struct WorldCounters {
   uint64_t restarts = 0;
   uint64_t pauses = 0;
   uint64_t partitions = 0;
+  uint64_t device_events = 0;          // DEVICE_FATAL and GID_CHANGE injected
   uint64_t start_attempts_failed = 0;  // bring-up or registration attempts that failed
   uint64_t faults_dropped_at_stop = 0;
 };

@@ -1241,7 +1241,8 @@ TEST(EngineSwarm, SeededFaultPlansKeepTheContracts) {
   // Every default family fired somewhere in the sweep.
   for (sim::FaultKind k :
        {sim::FaultKind::kWrFlush, sim::FaultKind::kResourceFail, sim::FaultKind::kPeerRestart,
-        sim::FaultKind::kCtrlLoss, sim::FaultKind::kCtrlPartition})
+        sim::FaultKind::kCtrlLoss, sim::FaultKind::kCtrlPartition, sim::FaultKind::kPausedPeer,
+        sim::FaultKind::kDeviceFatal, sim::FaultKind::kGidChange})
     EXPECT_GT(faults[static_cast<size_t>(k)], 0u) << sim::FaultKindName(k);
   EXPECT_EQ(failures, 0u);
 }
@@ -1297,6 +1298,20 @@ TEST(EngineSwarmRegression, Seed85PausedPeerLateWritePackets) {
   o.families = *simworld::SwarmFamilies::Parse("all");
   const simworld::SwarmReport r = simworld::RunSwarm(85, o);
   EXPECT_EQ(r.message, "") << r.plan_text;
+}
+
+// Found by the `device` family (13 of seeds 301..1300 crashed alike):
+// `ferry-sim --seed 392`: a REQ arrived at an owner while its context was
+// parked for DEVICE_FATAL (closed, or re-opened by another owner but not yet
+// resumed here); the passive accept built an endpoint on the context's new
+// CQ, whose ledger this owner had not installed yet: FERRY_CHECK in
+// Worker::Ledger, a crash. A parked owner now drops the REQ (event
+// req_parked); the peer resends it.
+TEST(EngineSwarmRegression, Seed392ReqWhileDeviceParked) {
+  for (uint64_t seed : {392u, 465u, 526u, 1029u}) {
+    const simworld::SwarmReport r = simworld::RunSwarm(seed, simworld::SwarmOptions{});
+    EXPECT_EQ(r.message, "") << "seed " << seed << "\n" << r.plan_text;
+  }
 }
 
 // `ferry-sim --seed 24 --round-ns 500000` (peer_restart): a stale QP whose
