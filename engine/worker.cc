@@ -237,9 +237,8 @@ void Worker::PollFromOutsideForMutation() {
   (void)env_->verbs->PollCq(env_->contexts[0]->cq(id_, 0), absl::MakeSpan(wc.data(), 0));
 }
 
-void Worker::NoteEvent(std::string_view kind, const Key& key, uint64_t a, uint64_t b) {
-  if (env_->observer != nullptr)
-    env_->observer->OnEvent(id_, kind, NicName(key.first) + "|" + key.second, a, b);
+void Worker::NoteEventSlow(std::string_view kind, const Key& key, uint64_t a, uint64_t b) {
+  env_->observer->OnEvent(id_, kind, NicName(key.first) + "|" + key.second, a, b);
 }
 
 std::string Worker::NicName(uint32_t ctx) const { return env_->contexts[ctx]->device(); }
@@ -892,6 +891,9 @@ void Worker::PostAll() {
           s.route = e.p.route;
           s.slice = e.p.slice;
           s.qp_uid = q.uid;
+          s.ep = ep;
+          s.qp_index = qi;
+          s.qp = q.qp.get();
           s.in_use = true;
           task.mutable_slice(e.p.slice).wr_generation = s.generation;
           // Every field the chain varies is set; sg_list[1..] and imm_data
@@ -1009,15 +1011,15 @@ void Worker::HandleCqe(const hal::WorkCompletion& wc) {
     return;
   }
   Slot& s = slots_[id.slot];
-  auto qit = qp_by_uid_.find(s.qp_uid);
-  FERRY_CHECK(qit != qp_by_uid_.end());
-  Endpoint* ep = qit->second.ep;
-  DataQp& q = ep->qps()[qit->second.index];
+  Endpoint* ep = s.ep;
+  FERRY_CHECK(ep != nullptr && s.qp_index < ep->qps().size());
+  DataQp& q = ep->qps()[s.qp_index];
+  FERRY_CHECK_EQ(q.uid, s.qp_uid);
   // Completions of one QP keep post order.
   FERRY_CHECK(!q.fifo.empty());
   FERRY_CHECK_EQ(q.fifo.front(), id.slot);
   q.fifo.pop_front();
-  FERRY_CHECK(Ledger(ep->cq()).ReleaseOnCqe(qit->second.qp).ok());
+  FERRY_CHECK(Ledger(ep->cq()).ReleaseOnCqe(s.qp).ok());
   std::shared_ptr<TaskRoute> route = std::move(s.route);
   const uint32_t slice = s.slice;
   s.in_use = false;

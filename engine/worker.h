@@ -226,6 +226,12 @@ class Worker {
     uint32_t slice = 0;
     uint32_t generation = 0;
     uint64_t qp_uid = 0;
+    // The QP the WR is on, valid while in_use: a slot is freed (CQE or
+    // DetachDestroyed) before its QP is released and before its endpoint is
+    // destroyed. Saves the qp_by_uid_ lookup per CQE; checked against qp_uid.
+    Endpoint* ep = nullptr;
+    uint32_t qp_index = 0;
+    hal::QpHandle qp;  // as posted (kept after destroy: the ledger's key)
     bool in_use = false;
   };
   struct QpRef {
@@ -295,7 +301,12 @@ class Worker {
   void RecoverErroredCqs();
   void ParkForDeviceFatal(uint32_t ctx);
   void ServeParkedContexts();
-  void NoteEvent(std::string_view kind, const Key& key, uint64_t a, uint64_t b);
+  // Inline test first: without an observer (production) a lifecycle event
+  // costs one branch (NoteEvent("post") runs once per WR).
+  void NoteEvent(std::string_view kind, const Key& key, uint64_t a, uint64_t b) {
+    if (env_->observer != nullptr) NoteEventSlow(kind, key, a, b);
+  }
+  void NoteEventSlow(std::string_view kind, const Key& key, uint64_t a, uint64_t b);
   uint32_t AllocSlot();
   CqQuota& Ledger(hal::CqHandle cq);
   std::string NicName(uint32_t ctx) const;
