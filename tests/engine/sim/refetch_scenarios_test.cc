@@ -13,7 +13,9 @@
 //   again and starts a second refetch, which applies the real one);
 // - control-network loss during the refetch: resent every
 //   handshake_timeout_ns (recovers when the link heals), and given up after
-//   handshake_retries resends (a later REM_ACCESS_ERR starts a new one).
+//   handshake_retries resends (a later REM_ACCESS_ERR starts a new one);
+// - several errors at once start one refetch; an answer from a restarted
+//   peer (another incarnation) changes nothing; CloseSegment ends a refetch.
 // Each asserts the order of the events it is about. Scenarios return "" on
 // success or what broke.
 #include <cstdint>
@@ -317,6 +319,84 @@ TEST(Refetch, ControlNetLossIsResent) {
 TEST(Refetch, ControlNetLossIsBounded) {
   for (uint64_t s = 1; s <= 3; ++s) ASSERT_EQ(LossDuringRefetch(s, 0), "") << "seed " << s;
 }
+
+// Several requests fail on the old rkeys at about the same time (a batch
+// of READs; the flushed ones are reposted on a fresh endpoint and fail
+// again): more than one REM_ACCESS_ERR, exactly one refetch.
+std::string ConcurrentErrors(uint64_t seed) {
+  TwoEngines w(seed, sim::NetPlan{}, base::Mutations(), ScenarioConfig());
+  SegmentHandle seg10;
+  if (std::string p = Prologue(w, &seg10); !p.empty()) return p;
+  const size_t from = w.host(1).obs->records().size();
+  EngineImpl& e1 = *w.host(1).engine;
+  auto batch = e1.AllocateBatch(4);
+  if (!batch.ok()) return "batch";
+  std::vector<Request> reqs;
+  for (uint64_t k = 0; k < 4; ++k)
+    reqs.push_back(MakeReq(w, 1, seg10, OpKind::kRead, kOff + k * 4096, kOff + k * 4096, 4096));
+  SubmitResult sr = w.Submit(1, *batch, reqs);
+  if (!sr.status.ok()) return "submit";
+  w.RunUntil([&] { return e1.GetBatchStatus(*batch)->overall != TaskStatus::kPending; },
+             5'000'000'000);
+  const BatchStatus bs = *e1.GetBatchStatus(*batch);
+  if (bs.count_by_status[static_cast<size_t>(TaskStatus::kFailed)] != 4)
+    return absl::StrCat("batch ended ", std::string(TaskStatusName(bs.overall)));
+  w.RunUntil([&] { return !Info(w, 1, seg10).refetch_in_flight; }, 100'000'000);
+  const auto& r = w.host(1).obs->records();
+  int errors = 0;
+  for (size_t i = from; i < r.size(); ++i)
+    errors +=
+        r[i].kind == "cqe_error" && r[i].a == static_cast<uint64_t>(hal::WcStatus::kRemAccessErr);
+  if (errors < 2) return absl::StrCat("only ", errors, " REM_ACCESS_ERR: dedupe not exercised");
+  if (Count(r, "refetch_start", from) != 1)
+    return absl::StrCat(Count(r, "refetch_start", from), " refetches for ", errors, " errors");
+  const SegmentInfo i = Info(w, 1, seg10);
+  if (i.refetches_started != 1 || i.refetches_applied != 1 || i.stale)
+    return "refetch not applied once";
+  if (std::string c = ReadCompletes(w, seg10); !c.empty()) return c;
+  return Finish(w);
+}
+
+TEST(Refetch, ConcurrentErrorsStartOneRefetch) {
+  for (uint64_t s = 1; s <= 3; ++s) ASSERT_EQ(ConcurrentErrors(s), "") << "seed " << s;
+}
+
+// The peer process restarted (new incarnation, memory registered again):
+// the old handle's READ fails, the refetch's answer comes from another
+// incarnation and changes nothing; a re-opened handle works.
+std::string PeerRestarted(uint64_t seed) {
+  TwoEngines w(seed, sim::NetPlan{}, base::Mutations(), ScenarioConfig());
+  auto seg10 = w.Open(1, 0);
+  if (!seg10.ok()) return "open";
+  const SegmentInfo before = Info(w, 1, *seg10);
+  if (!w.Restart(0).ok()) return "restart";
+  Fill(w, 0, kOff, kLen, 83);
+  const size_t from = w.host(1).obs->records().size();
+  const TaskStatus st = Run1(w, 1, MakeReq(w, 1, *seg10, OpKind::kRead, kOff, kOff, kLen));
+  if (st != TaskStatus::kFailed)
+    return absl::StrCat("READ on the old incarnation's handle ended ",
+                        std::string(TaskStatusName(st)));
+  w.RunUntil([&] { return !Info(w, 1, *seg10).refetch_in_flight; }, 100'000'000);
+  const auto& r = w.host(1).obs->records();
+  const int64_t start = Find(r, "refetch_start", "", from),
+                other = Find(r, "refetch_other_incarnation", "", from);
+  if (!(start >= 0 && other > start))
+    return absl::StrCat("order start=", start, " other_incarnation=", other);
+  const SegmentInfo i = Info(w, 1, *seg10);
+  if (i.incarnation != before.incarnation || i.version != before.version ||
+      i.refetches_applied != 0 || i.refetches_unchanged != 1 || !i.stale)
+    return "another incarnation's answer changed the handle";
+  auto fresh = w.Open(1, 0);
+  if (!fresh.ok()) return "re-open";
+  Fill(w, 1, kOff, kLen, 7);
+  if (Run1(w, 1, MakeReq(w, 1, *fresh, OpKind::kRead, kOff, kOff, kLen)) !=
+          TaskStatus::kCompleted ||
+      !Holds(w, 1, kOff, kLen, 83))
+    return "READ on the re-opened handle";
+  return Finish(w);
+}
+
+TEST(Refetch, AnotherIncarnationsAnswerChangesNothing) { ASSERT_EQ(PeerRestarted(1), ""); }
 
 // A closed handle forgets its refetch: nothing is resent, nothing listed.
 std::string CloseDuringRefetch(uint64_t seed) {
