@@ -145,7 +145,9 @@ class Engine {
 
   // Validates every request (C8), then enqueues all of them or none. A
   // batch-level error (unknown batch: kNotFound; empty span:
-  // kInvalidArgument) leaves per_request empty.
+  // kInvalidArgument) leaves per_request empty. Remote buffers and rkeys
+  // are resolved from the descriptor the segment holds at this call, even
+  // while a refetch of it is in flight (see GetSegmentInfo).
   SubmitResult Submit(BatchId batch, absl::Span<const Request> requests);
 
   // Status of one task. Tasks are never reported terminal early (C1).

@@ -22,7 +22,11 @@ namespace ferry {
 // non-terminal value; a task publishes exactly one terminal value, once, and
 // never changes it afterwards (DESIGN.md section 4).
 //   COMPLETED: every byte moved, each slice's own success CQE consumed.
-//   FAILED:    a slice failed non-retryably or ran out of retries.
+//   FAILED:    a slice failed non-retryably or ran out of retries. A
+//              REM_ACCESS_ERR (the peer re-registered its memory) is
+//              non-retryable: the task stays FAILED, and the engine
+//              refetches the segment's descriptor so that a resubmit on the
+//              same SegmentHandle uses the new rkeys (SegmentInfo).
 //   TIMEOUT:   not terminal within slice_timeout_ns of submit (latched first).
 //   CANCELED:  Cancel() latched before any other terminal cause.
 //   INVALID:   the request was rejected at submit (nothing was enqueued) or
