@@ -1,11 +1,16 @@
 // engine/engine.cc: ferry::Engine (include/ferry/engine.h) and EngineImpl
 // (engine/engine_impl.h): construction-time checks and bring-up, the MR
-// table, peer segments, batches and submit validation, shutdown.
+// table, peer segments (open, and refetch on REM_ACCESS_ERR), batches and
+// submit validation, shutdown.
 //
 // What must stay true: nothing touches a device before config and env
 // passed their checks; every context is enabled before the listener exists;
 // a failed bring-up leaves nothing behind (C7); Submit enqueues all or
-// nothing (C8); user calls never touch a QP or CQ (C5).
+// nothing (C8); user calls never touch a QP or CQ (C5). A segment refetch
+// never blocks its caller (an owner or the listener): it takes mu_, and
+// sends on the control net only after releasing it; at most one per
+// segment, each bounded by handshake_retries resends
+// (engine/segment_refetch.h decides when to start and what to apply).
 #include "ferry/engine.h"
 
 #include <algorithm>
@@ -19,6 +24,7 @@
 #include "engine/owner.h"
 #include "engine/request_validation.h"
 #include "engine/runtime_threads.h"
+#include "engine/segment_refetch.h"
 #include "hal/clock.h"
 #include "hal/control_net.h"
 #include "hal/entropy.h"
@@ -42,9 +48,7 @@ absl::Status ValidateHostPort(std::string_view hp) {
 
 EngineImpl::EngineImpl(const EngineConfig& config, const EngineEnv& env,
                        const base::Mutations* mutations, engine::LifecycleObserver* observer)
-    : config_(config), env_(env), mutations_(mutations) {
-  (void)observer;  // handed to the workers in Create
-}
+    : config_(config), env_(env), mutations_(mutations), observer_(observer) {}
 
 EngineImpl::~EngineImpl() {
   listener_.reset();
@@ -98,6 +102,10 @@ absl::StatusOr<std::unique_ptr<EngineImpl>> EngineImpl::Create(
     base::MutexLock l(&self->mu_);
     ++self->version_;
   };
+  // A peer rejected an rkey: refetch that segment's descriptor.
+  e->worker_env_.remote_access_error = [self = e.get()](uint32_t w, uint64_t seg, uint64_t v) {
+    self->RemoteAccessError(w, seg, v);
+  };
   std::vector<std::string> nics;
   for (auto& c : e->contexts_) {
     e->worker_env_.contexts.push_back(c.get());
@@ -131,6 +139,8 @@ absl::StatusOr<std::unique_ptr<EngineImpl>> EngineImpl::Create(
     self->DescriptorArrived(t, d);
   };
   le.wake = [self](uint32_t w) { self->Wake(w); };
+  le.tick = [self] { self->RefetchTick(); };
+  le.next_tick_ns = [self] { return self->NextRefetchNs(); };
   le.mutations = mutations;
   e->listener_ = std::make_unique<engine::Listener>(std::move(le));
   return e;
@@ -227,10 +237,151 @@ absl::StatusOr<OpenToken> EngineImpl::OpenSegmentAsync(std::string_view host_por
 }
 
 void EngineImpl::DescriptorArrived(uint64_t token, const SegmentDescriptor& d) {
+  const uint32_t listener = static_cast<uint32_t>(workers_.size());
+  std::string_view event;
+  uint64_t segment = 0;
+  {
+    base::MutexLock l(&mu_);
+    auto it = opens_.find(token);
+    if (it == opens_.end() || d.address != it->second.address) return;
+    if (it->second.segment == 0) {
+      it->second.descriptor = d;  // a user's open: PollOpenSegment takes it
+      return;
+    }
+    // A refetch: the first answer ends it (duplicates find no entry).
+    segment = it->second.segment;
+    opens_.erase(it);
+    auto sit = segments_.find(segment);
+    if (sit == segments_.end() || sit->second.refetch_token != token) return;
+    PeerSegment& ps = sit->second;
+    ps.refetch_token = 0;
+    switch (engine::DecideRefetchAnswer(ps.descriptor, d)) {
+      case engine::RefetchAnswer::kApply: {
+        engine::RangeSet rs;
+        for (const BufferDescriptor& b : d.buffers)
+          (void)rs.Add(b.addr, b.length_bytes);  // as in PollOpenSegment
+        segment_ranges_[segment] = std::move(rs);
+        ps.descriptor = d;
+        ps.stale = false;
+        ++ps.refetches_applied;
+        event = "refetch_applied";
+        break;
+      }
+      case engine::RefetchAnswer::kUnchanged:
+        ++ps.refetches_unchanged;
+        event = "refetch_unchanged";
+        break;
+      case engine::RefetchAnswer::kOtherIncarnation:
+        ++ps.refetches_unchanged;
+        event = "refetch_other_incarnation";
+        break;
+      case engine::RefetchAnswer::kOtherAddress:
+        FERRY_UNREACHABLE();  // the address was checked above
+        break;
+    }
+  }
+  Note(listener, event, d.address, segment, d.version);
+}
+
+void EngineImpl::RemoteAccessError(uint32_t worker, uint64_t segment, uint64_t version) {
+  std::string address;
+  uint64_t token = 0;
+  {
+    base::MutexLock l(&mu_);
+    if (shutdown_) return;
+    auto sit = segments_.find(segment);
+    if (sit == segments_.end()) return;  // closed since the submit
+    PeerSegment& ps = sit->second;
+    const engine::RefetchStart start =
+        engine::DecideRefetchStart(ps.descriptor.version, version, ps.refetch_token != 0);
+    if (start == engine::RefetchStart::kOlderVersion) return;
+    ps.stale = true;
+    if (start == engine::RefetchStart::kInFlight) return;
+    token = next_token_++;
+    OpenState& o = opens_[token];
+    o.address = ps.descriptor.address;
+    o.segment = segment;
+    o.sends = 1;
+    const uint64_t now = env_.clock->NowNs();
+    o.deadline_ns = now + config_.handshake_timeout_ns * (uint64_t{config_.handshake_retries} + 1);
+    o.last_send_ns = now;
+    ps.refetch_token = token;
+    ++ps.refetches_started;
+    address = o.address;
+  }
+  Note(worker, "refetch_start", address, segment, version);
+  SendDescReq(address, token);
+}
+
+void EngineImpl::RefetchTick() {
+  const uint32_t listener = static_cast<uint32_t>(workers_.size());
+  struct Action {
+    std::string address;
+    uint64_t token = 0;
+    uint64_t segment = 0;
+    uint32_t sends = 0;  // 0: given up
+  };
+  std::vector<Action> actions;
+  {
+    base::MutexLock l(&mu_);
+    const uint64_t now = env_.clock->NowNs();
+    for (auto it = opens_.begin(); it != opens_.end();) {
+      OpenState& o = it->second;
+      if (o.segment == 0) {
+        ++it;
+        continue;
+      }
+      auto sit = segments_.find(o.segment);
+      FERRY_CHECK(sit != segments_.end());  // CloseSegment erases its refetch
+      FERRY_CHECK_EQ(sit->second.refetch_token, it->first);
+      if (shutdown_ || now >= o.deadline_ns) {
+        sit->second.refetch_token = 0;
+        if (!shutdown_) {
+          ++sit->second.refetches_given_up;
+          actions.push_back(Action{o.address, it->first, o.segment, 0});
+        }
+        it = opens_.erase(it);
+        continue;
+      }
+      if (now >= o.last_send_ns + config_.handshake_timeout_ns) {
+        o.last_send_ns = now;
+        ++o.sends;
+        actions.push_back(Action{o.address, it->first, o.segment, o.sends});
+      }
+      ++it;
+    }
+  }
+  for (const Action& a : actions) {
+    if (a.sends == 0) {
+      Note(listener, "refetch_give_up", a.address, a.segment, 0);
+      continue;
+    }
+    Note(listener, "refetch_resend", a.address, a.segment, a.sends);
+    SendDescReq(a.address, a.token);
+  }
+}
+
+std::optional<uint64_t> EngineImpl::NextRefetchNs() const {
   base::MutexLock l(&mu_);
-  auto it = opens_.find(token);
-  if (it == opens_.end() || d.address != it->second.address) return;
-  it->second.descriptor = d;
+  std::optional<uint64_t> next;
+  for (const auto& [token, o] : opens_) {
+    if (o.segment == 0) continue;
+    const uint64_t due = std::min(o.deadline_ns, o.last_send_ns + config_.handshake_timeout_ns);
+    if (!next.has_value() || due < *next) next = due;
+  }
+  return next;
+}
+
+void EngineImpl::Note(uint32_t worker, std::string_view kind, std::string_view key, uint64_t a,
+                      uint64_t b) const {
+  if (observer_ != nullptr) observer_->OnEvent(worker, kind, key, a, b);
+}
+
+void EngineImpl::SendDescReq(const std::string& address, uint64_t token) const {
+  engine::DescMessage m;
+  m.type = engine::DescType::kReq;
+  m.token = token;
+  (void)env_.control_net->Send(address, engine::EncodeDesc(m));  // loss: resent by the tick
 }
 
 absl::StatusOr<std::optional<SegmentHandle>> EngineImpl::PollOpenSegment(OpenToken token) {
@@ -238,14 +389,15 @@ absl::StatusOr<std::optional<SegmentHandle>> EngineImpl::PollOpenSegment(OpenTok
   {
     base::MutexLock l(&mu_);
     auto it = opens_.find(token.id);
-    if (it == opens_.end()) return absl::NotFoundError("unknown open token");
+    if (it == opens_.end() || it->second.segment != 0)
+      return absl::NotFoundError("unknown open token");
     OpenState& o = it->second;
     if (o.descriptor.has_value()) {
       const uint64_t id = next_segment_++;
       engine::RangeSet& rs = segment_ranges_[id];
       for (const BufferDescriptor& b : o.descriptor->buffers)
         (void)rs.Add(b.addr, b.length_bytes);  // overlapping or empty buffers are left out
-      segments_[id] = std::move(*o.descriptor);
+      segments_[id].descriptor = std::move(*o.descriptor);
       opens_.erase(it);
       return std::optional<SegmentHandle>(SegmentHandle{id});
     }
@@ -270,9 +422,36 @@ absl::StatusOr<std::optional<SegmentHandle>> EngineImpl::PollOpenSegment(OpenTok
 
 absl::Status EngineImpl::CloseSegment(SegmentHandle segment) {
   base::MutexLock l(&mu_);
-  if (segments_.erase(segment.id) == 0) return absl::NotFoundError("unknown segment");
+  auto it = segments_.find(segment.id);
+  if (it == segments_.end()) return absl::NotFoundError("unknown segment");
+  if (it->second.refetch_token != 0) opens_.erase(it->second.refetch_token);
+  segments_.erase(it);
   segment_ranges_.erase(segment.id);
   return absl::OkStatus();
+}
+
+uint64_t EngineImpl::RefetchTokenOf(SegmentHandle segment) const {
+  base::MutexLock l(&mu_);
+  auto it = segments_.find(segment.id);
+  return it == segments_.end() ? 0 : it->second.refetch_token;
+}
+
+absl::StatusOr<SegmentInfo> EngineImpl::GetSegmentInfo(SegmentHandle segment) const {
+  base::MutexLock l(&mu_);
+  auto it = segments_.find(segment.id);
+  if (it == segments_.end()) return absl::NotFoundError("unknown segment");
+  const PeerSegment& ps = it->second;
+  SegmentInfo info;
+  info.address = ps.descriptor.address;
+  info.incarnation = ps.descriptor.incarnation;
+  info.version = ps.descriptor.version;
+  info.stale = ps.stale;
+  info.refetch_in_flight = ps.refetch_token != 0;
+  info.refetches_started = ps.refetches_started;
+  info.refetches_applied = ps.refetches_applied;
+  info.refetches_unchanged = ps.refetches_unchanged;
+  info.refetches_given_up = ps.refetches_given_up;
+  return info;
 }
 
 // ------------------------------------------------------------------ batches
@@ -326,7 +505,9 @@ SubmitResult EngineImpl::Submit(BatchId batch, absl::Span<const Request> request
     }
     const uint64_t now = env_.clock->NowNs();
     for (const Request& r : requests.subspan(0, enqueue)) {
-      const SegmentDescriptor& seg = segments_.at(r.segment.id);
+      // The descriptor held now, stale or not (a refetch in flight does not
+      // hold the submit back; see Engine::GetSegmentInfo).
+      const SegmentDescriptor& seg = segments_.at(r.segment.id).descriptor;
       const uint32_t index = static_cast<uint32_t>(b.tasks.size());
       engine::TaskGeometry g;
       g.length_bytes = r.length_bytes;
@@ -338,6 +519,8 @@ SubmitResult EngineImpl::Submit(BatchId batch, absl::Span<const Request> request
       route->op = r.opcode;
       route->local_addr = r.local_addr;
       route->remote_addr = r.remote_addr;
+      route->segment = r.segment.id;
+      route->segment_version = seg.version;
       // Rail: spread tasks over local contexts and the peer's devices.
       route->context = index % static_cast<uint32_t>(contexts_.size());
       const size_t pdev = seg.devices.empty() ? 0 : index % seg.devices.size();
@@ -477,6 +660,16 @@ PendingReport EngineImpl::Pending() const {
                     absl::StrCat(c.live(), " ", std::string(engine::HandleKindName(kind)),
                                  " object(s) alive, ", c.destroy_failures, " failed destroys")});
   }
+  for (const auto& [id, ps] : segments_) {
+    if (ps.refetch_token == 0) continue;
+    const auto oit = opens_.find(ps.refetch_token);
+    FERRY_CHECK(oit != opens_.end());
+    r.items.push_back(PendingItem{
+        PendingItem::Kind::kSegment, id,
+        absl::StrCat("segment ", id, " (", ps.descriptor.address, "): descriptor v",
+                     ps.descriptor.version, " rejected (REM_ACCESS_ERR), refetch in flight, send ",
+                     oit->second.sends, " of ", uint64_t{config_.handshake_retries} + 1)});
+  }
   return r;
 }
 
@@ -572,6 +765,9 @@ absl::StatusOr<SegmentHandle> Engine::OpenSegment(std::string_view host_port, ui
   }
 }
 absl::Status Engine::CloseSegment(SegmentHandle segment) { return impl_->CloseSegment(segment); }
+absl::StatusOr<SegmentInfo> Engine::GetSegmentInfo(SegmentHandle segment) const {
+  return impl_->GetSegmentInfo(segment);
+}
 absl::StatusOr<BatchId> Engine::AllocateBatch(uint32_t capacity) {
   return impl_->AllocateBatch(capacity);
 }

@@ -13,7 +13,11 @@
 // What must stay true: bring-up of every context happens in Create, before
 // the listener exists (C7); Submit validates every request before enqueuing
 // any (C8); shutdown retires every endpoint on its owner and only then
-// disables the contexts (C9).
+// disables the contexts (C9). At most one descriptor refetch per open
+// segment is in flight (PeerSegment::refetch_token names its opens_ entry,
+// and that entry names the segment back); each is bounded by
+// handshake_retries resends and ends in an answer, a give-up, CloseSegment
+// or shutdown.
 #ifndef FERRY_ENGINE_ENGINE_IMPL_H_
 #define FERRY_ENGINE_ENGINE_IMPL_H_
 
@@ -23,6 +27,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -67,6 +72,7 @@ class EngineImpl {
   absl::StatusOr<OpenToken> OpenSegmentAsync(std::string_view host_port);
   absl::StatusOr<std::optional<SegmentHandle>> PollOpenSegment(OpenToken token);
   absl::Status CloseSegment(SegmentHandle segment);
+  absl::StatusOr<SegmentInfo> GetSegmentInfo(SegmentHandle segment) const;
   absl::StatusOr<BatchId> AllocateBatch(uint32_t capacity);
   SubmitResult Submit(BatchId batch, absl::Span<const Request> requests);
   absl::StatusOr<TaskStatus> GetTaskStatus(TaskId task) const;
@@ -78,6 +84,9 @@ class EngineImpl {
   // The task object behind `task` (the sim oracle reads its slice words);
   // nullptr when unknown.
   std::shared_ptr<const engine::Task> TaskOf(TaskId task) const;
+  // The DESC_REQ token of `segment`'s refetch in flight, 0 when none (sim
+  // tests answer it themselves to script what the peer says).
+  uint64_t RefetchTokenOf(SegmentHandle segment) const;
 
   // ---- lifecycle
   // Refuses new calls, cancels pending tasks and asks every worker to
@@ -105,11 +114,25 @@ class EngineImpl {
     uint64_t addr = 0;
     uint64_t len_bytes = 0;
   };
+  // A user's OpenSegmentAsync (segment == 0, resent by PollOpenSegment) or
+  // a background refetch of open segment `segment` (resent by RefetchTick).
   struct OpenState {
     std::string address;
     uint64_t deadline_ns = 0;
     uint64_t last_send_ns = 0;
     std::optional<SegmentDescriptor> descriptor;
+    uint64_t segment = 0;
+    uint32_t sends = 0;
+  };
+  // An opened peer segment: its descriptor and refetch state.
+  struct PeerSegment {
+    SegmentDescriptor descriptor;
+    bool stale = false;          // REM_ACCESS_ERR seen on this version
+    uint64_t refetch_token = 0;  // opens_ key of the refetch in flight; 0: none
+    uint64_t refetches_started = 0;
+    uint64_t refetches_applied = 0;
+    uint64_t refetches_unchanged = 0;
+    uint64_t refetches_given_up = 0;
   };
   struct Batch {
     uint32_t capacity = 0;
@@ -119,6 +142,15 @@ class EngineImpl {
   EngineImpl(const EngineConfig& config, const EngineEnv& env, const base::Mutations* mutations,
              engine::LifecycleObserver* observer);
   void DescriptorArrived(uint64_t token, const SegmentDescriptor& d);
+  // Owner callback (WorkerEnv::remote_access_error): marks the segment
+  // stale and starts its refetch unless one is in flight. Never blocks.
+  void RemoteAccessError(uint32_t worker, uint64_t segment, uint64_t version);
+  // Listener tick: resends due refetch requests, gives up exhausted ones.
+  void RefetchTick();
+  std::optional<uint64_t> NextRefetchNs() const;
+  void Note(uint32_t worker, std::string_view kind, std::string_view key, uint64_t a,
+            uint64_t b) const;
+  void SendDescReq(const std::string& address, uint64_t token) const;
   void Wake(uint32_t w) {
     if (wake_) wake_(w);
   }
@@ -134,6 +166,7 @@ class EngineImpl {
   std::unique_ptr<engine::Listener> listener_;
   std::unique_ptr<engine::AsyncReader> async_;
   std::function<void(uint32_t)> wake_;
+  engine::LifecycleObserver* const observer_;
 
   mutable base::Mutex mu_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
@@ -143,7 +176,7 @@ class EngineImpl {
   uint64_t next_token_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<uint64_t, OpenState> opens_ ABSL_GUARDED_BY(mu_);
   uint64_t next_segment_ ABSL_GUARDED_BY(mu_) = 1;
-  std::map<uint64_t, SegmentDescriptor> segments_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, PeerSegment> segments_ ABSL_GUARDED_BY(mu_);
   // C8 lookups: registered local ranges and each open segment's buffers.
   engine::RangeSet mr_ranges_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, engine::RangeSet> segment_ranges_ ABSL_GUARDED_BY(mu_);

@@ -9,6 +9,7 @@
 namespace ferry::engine {
 
 size_t Listener::Step(size_t max, uint64_t first_wait_ns) {
+  if (env_.tick) env_.tick();
   size_t n = 0;
   for (; n < max; ++n) {
     auto polled = env_.net->Poll(n == 0 ? first_wait_ns : 0);

@@ -1,6 +1,10 @@
 // engine/listener.h: reads the ControlNet, decodes control messages and
 // hands handshake messages to their owner worker; answers segment-
-// descriptor requests itself (DESIGN.md section 4).
+// descriptor requests itself (DESIGN.md section 4). Each step first runs
+// the engine's tick (the resends and give-ups of background segment
+// refetches, engine/segment_refetch.h); NextTickNs says when the next one
+// is due, so a runtime that steps the listener only on traffic (the sim's)
+// also wakes it then.
 //
 // Thread safety: Step() from one thread (the listener's runtime slot); the
 // callbacks it calls are thread-safe engine functions.
@@ -14,6 +18,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +37,11 @@ struct ListenerEnv {
   std::function<SegmentDescriptor()> local_descriptor;
   std::function<void(uint64_t token, const SegmentDescriptor&)> descriptor_arrived;
   std::function<void(uint32_t worker)> wake;  // runtime hook; may be empty
+  // Run at the start of every Step; must not block. May be empty.
+  std::function<void()> tick;
+  // When `tick` next has work (absolute Clock ns); nullopt: none. May be
+  // empty.
+  std::function<std::optional<uint64_t>()> next_tick_ns;
   const base::Mutations* mutations = nullptr;
 };
 
@@ -44,6 +54,10 @@ class Listener {
   // for the following ones. The sim runtime passes 0: it never waits.
   size_t Step(size_t max, uint64_t first_wait_ns = 0);
   uint64_t rejected() const { return rejected_; }
+  // When the tick next has work (see ListenerEnv::next_tick_ns).
+  std::optional<uint64_t> NextTickNs() const {
+    return env_.next_tick_ns ? env_.next_tick_ns() : std::nullopt;
+  }
 
  private:
   ListenerEnv env_;

@@ -69,13 +69,23 @@ class SimRuntime::ListenerActor final : public sim::Actor {
  public:
   explicit ListenerActor(SimRuntime* rt) : rt_(rt) {}
   std::string_view name() const override { return "listener"; }
-  bool Runnable() override { return !rt_->dead_ && rt_->net_->pollable() > 0; }
+  bool Runnable() override {
+    if (rt_->dead_) return false;
+    if (rt_->net_->pollable() > 0) return true;
+    const std::optional<uint64_t> t = rt_->engine_->listener().NextTickNs();
+    return t.has_value() && *t <= rt_->fabric_->NowNs();
+  }
   uint64_t Step() override {
     rt_->fabric_->set_current_actor(rt_->first_actor_ +
                                     static_cast<uint32_t>(rt_->engine_->workers().size()));
     rt_->engine_->listener().Step(16);
     rt_->fabric_->set_current_actor(0);
     return kListenerStepNs;
+  }
+  // The listener's tick (segment refetch resends) is due.
+  std::optional<uint64_t> NextWakeNs() override {
+    if (rt_->dead_) return std::nullopt;
+    return rt_->engine_->listener().NextTickNs();
   }
 
  private:

@@ -1047,6 +1047,10 @@ void Worker::ResolveAttempt(const std::shared_ptr<TaskRoute>& route, uint32_t sl
   }
   if (!evidence_by_destroy && NonRetryable(st)) {
     task.Resolve(slice, SliceOutcome::kFailed);
+    // The peer rejected the rkey: its descriptor is refetched in the
+    // background (the slice stays failed; later submits get the new keys).
+    if (st == hal::WcStatus::kRemAccessErr && env_->remote_access_error)
+      env_->remote_access_error(id_, route->segment, route->segment_version);
     return;
   }
   // A flush (or destroy evidence) on a QP Ferry moved to ERR itself costs

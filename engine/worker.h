@@ -82,6 +82,12 @@ class LifecycleObserver {
   // "stale_entry", "repost", "retry", "rail_error", "rail_pause",
   // "zombie_escalate", "cq_err", "cq_recreated", "port_err", "port_active",
   // "gid_change", "device_fatal".
+  // The engine adds the segment refetch events (key: the peer's "host:port",
+  // a: segment handle id, b: a descriptor version): "refetch_start" (on the
+  // owner that saw REM_ACCESS_ERR), and, with worker = workers() (the
+  // listener's slot), "refetch_resend", "refetch_give_up",
+  // "refetch_applied" (b: new version), "refetch_unchanged",
+  // "refetch_other_incarnation".
   virtual void OnEvent(uint32_t worker, std::string_view kind, std::string_view key, uint64_t a,
                        uint64_t b) = 0;
   // A QP was created by `worker` (the sim binds it to the worker's actor).
@@ -113,6 +119,13 @@ struct WorkerEnv {
   // reset_context_on_destroy_give_up last resort): delivered to each as a
   // DEVICE_FATAL of that context. May be empty (then the knob is inert).
   std::function<void(uint32_t context)> reset_context;
+  // Called (on the owner) when a slice of `route` completed REM_ACCESS_ERR:
+  // the peer rejected an rkey of the segment descriptor the route was
+  // resolved from (segment handle id, descriptor version). The engine marks
+  // that descriptor stale and starts one background refetch; it never
+  // blocks (it only takes the engine mutex and sends one control message).
+  // The slice itself still fails (non-retryable class). May be empty.
+  std::function<void(uint32_t worker, uint64_t segment, uint64_t version)> remote_access_error;
 };
 
 // One request as the owner needs it (immutable after submit).
@@ -125,7 +138,9 @@ struct TaskRoute {
   std::string peer_path;  // "host:port@nic"
   uint32_t lkey = 0;
   uint32_t rkey = 0;
-  uint64_t region = 0;  // local MR table id (lkey refreshed after a re-enable)
+  uint64_t region = 0;           // local MR table id (lkey refreshed after a re-enable)
+  uint64_t segment = 0;          // SegmentHandle id the rkey came from
+  uint64_t segment_version = 0;  // that segment descriptor's version
   // ---- owner only: one entry per WR posted for this task (the timeout
   // sweep checks each against its QP's FIFO before retiring, C3).
   struct PostedWr {

@@ -117,9 +117,26 @@ class Engine {
   absl::StatusOr<std::optional<SegmentHandle>> PollOpenSegment(OpenToken token);
   // Blocking helper over the two calls above, waiting up to timeout_ns.
   absl::StatusOr<SegmentHandle> OpenSegment(std::string_view host_port, uint64_t timeout_ns);
-  // Forgets a segment. kNotFound for an unknown handle;
-  // kFailedPrecondition while a non-terminal task targets it.
+  // Forgets a segment (and any refetch of it in flight). kNotFound for an
+  // unknown handle; kFailedPrecondition while a non-terminal task targets
+  // it.
   absl::Status CloseSegment(SegmentHandle segment);
+  // Stale descriptors (DESIGN.md section 4, "Errors, retries, rails"): when
+  // a request on `segment` completes REM_ACCESS_ERR (the peer re-registered
+  // its memory, e.g. after DEVICE_FATAL, C7), that request's task still
+  // ends FAILED (non-retryable class: the slice is not retried), and the
+  // engine starts one background refetch of the segment's descriptor (at
+  // most one per segment, resent every handshake_timeout_ns, given up after
+  // handshake_retries resends; a later REM_ACCESS_ERR starts a new one).
+  // While it is in flight, Submit on the handle keeps using the descriptor
+  // it holds (those requests may fail the same way). When an answer of the
+  // same peer process with a higher version arrives, it replaces the
+  // descriptor and later Submits on the SAME handle use its rkeys and
+  // buffers; a same-or-lower version, or another incarnation of the peer
+  // (a restarted process: open it again), changes nothing.
+  // This returns what is held: version, stale, refetch in flight, counters.
+  // Errors: kNotFound (unknown handle).
+  absl::StatusOr<SegmentInfo> GetSegmentInfo(SegmentHandle segment) const;
 
   // ---------------------------------------------------------- batches
   // A batch that can hold up to `capacity` tasks (1..batch_capacity_max,
@@ -128,7 +145,9 @@ class Engine {
 
   // Validates every request (C8), then enqueues all of them or none. A
   // batch-level error (unknown batch: kNotFound; empty span:
-  // kInvalidArgument) leaves per_request empty.
+  // kInvalidArgument) leaves per_request empty. Remote buffers and rkeys
+  // are resolved from the descriptor the segment holds at this call, even
+  // while a refetch of it is in flight (see GetSegmentInfo).
   SubmitResult Submit(BatchId batch, absl::Span<const Request> requests);
 
   // Status of one task. Tasks are never reported terminal early (C1).
@@ -159,7 +178,8 @@ class Engine {
   absl::Status Shutdown(uint64_t timeout_ns);
 
   // What is still pending and why (tasks without evidence, retiring
-  // endpoints, QPs whose destroy keeps failing, ...).
+  // endpoints, QPs whose destroy keeps failing, segment descriptors being
+  // refetched, ...).
   PendingReport Pending() const;
 
  private:

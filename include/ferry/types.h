@@ -22,7 +22,11 @@ namespace ferry {
 // non-terminal value; a task publishes exactly one terminal value, once, and
 // never changes it afterwards (DESIGN.md section 4).
 //   COMPLETED: every byte moved, each slice's own success CQE consumed.
-//   FAILED:    a slice failed non-retryably or ran out of retries.
+//   FAILED:    a slice failed non-retryably or ran out of retries. A
+//              REM_ACCESS_ERR (the peer re-registered its memory) is
+//              non-retryable: the task stays FAILED, and the engine
+//              refetches the segment's descriptor so that a resubmit on the
+//              same SegmentHandle uses the new rkeys (SegmentInfo).
 //   TIMEOUT:   not terminal within slice_timeout_ns of submit (latched first).
 //   CANCELED:  Cancel() latched before any other terminal cause.
 //   INVALID:   the request was rejected at submit (nothing was enqueued) or
@@ -92,7 +96,10 @@ struct Request {
 // What a peer needs to address our memory: per device its GID/LID, per
 // registered buffer its range and one rkey per device (same order as
 // `devices`). `version` increases whenever an rkey changes (re-registration
-// after a device re-enable, C7), so peers holding an older version refetch.
+// after a device re-enable, C7) and on every (un)registration, so a peer
+// holding an older version refetches: an engine whose request completes
+// REM_ACCESS_ERR fetches the segment's descriptor again in the background
+// and keeps it only when its version is higher (Engine::GetSegmentInfo).
 struct DeviceDescriptor {
   std::string name;
   std::array<uint8_t, 16> gid{};
@@ -111,6 +118,26 @@ struct SegmentDescriptor {
   std::vector<BufferDescriptor> buffers;  // sorted by addr, non-overlapping
 };
 
+// What an engine holds for one opened peer segment (Engine::GetSegmentInfo).
+// `stale`: a request resolved from this descriptor version completed
+// REM_ACCESS_ERR (the peer no longer honours one of its rkeys); it clears
+// when a higher version arrives. `refetch_in_flight`: a background fetch of
+// the descriptor is outstanding (at most one per segment). Counters count
+// refetches started, answers that replaced the descriptor, answers with a
+// same-or-lower version (or from another incarnation of the peer) that
+// changed nothing, and refetches given up after handshake_retries resends.
+struct SegmentInfo {
+  std::string address;
+  uint64_t incarnation = 0;
+  uint64_t version = 0;
+  bool stale = false;
+  bool refetch_in_flight = false;
+  uint64_t refetches_started = 0;
+  uint64_t refetches_applied = 0;
+  uint64_t refetches_unchanged = 0;
+  uint64_t refetches_given_up = 0;
+};
+
 // ------------------------------------------------------------ reports
 // Counts of a batch's tasks per status, and the batch's overall status:
 // PENDING while any task is, else the "worst" terminal status present in the
@@ -125,7 +152,9 @@ struct BatchStatus {
 // One thing the engine is still waiting for, and why (C9: "a runtime query
 // lists what is pending and why").
 struct PendingItem {
-  enum class Kind : uint8_t { kTask, kEndpoint, kQp, kCq, kMr, kContext, kOpen };
+  // kSegment: an opened segment whose descriptor is being refetched (id =
+  // SegmentHandle id; the reason names its version and the attempt).
+  enum class Kind : uint8_t { kTask, kEndpoint, kQp, kCq, kMr, kContext, kOpen, kSegment };
   Kind kind = Kind::kTask;
   uint64_t id = 0;     // the object's id within its kind
   std::string reason;  // e.g. "QP 7: destroy failed (EBUSY), retry in 8 ms"
