@@ -424,6 +424,13 @@ absl::Status EngineImpl::CloseSegment(SegmentHandle segment) {
   base::MutexLock l(&mu_);
   auto it = segments_.find(segment.id);
   if (it == segments_.end()) return absl::NotFoundError("unknown segment");
+  // C8: refused, changing nothing, while a task that targets it can still
+  // post (its route holds the descriptor's rkey and address).
+  for (const auto& [id, b] : batches_)
+    for (const auto& t : b.tasks)
+      if (t->segment == segment.id && !IsTerminal(t->task->status()))
+        return absl::FailedPreconditionError(
+            "CloseSegment: a task that targets the segment is pending");
   if (it->second.refetch_token != 0) opens_.erase(it->second.refetch_token);
   segments_.erase(it);
   segment_ranges_.erase(segment.id);

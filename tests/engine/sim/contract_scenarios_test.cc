@@ -913,6 +913,8 @@ std::string C8(const base::Mutations& m) {
     return "FreeBatch of a pending task not refused";
   if (e.UnregisterMemory(w.host(0).buf.data()).code() != absl::StatusCode::kFailedPrecondition)
     return "UnregisterMemory under a pending task not refused";
+  if (e.CloseSegment(good.segment).code() != absl::StatusCode::kFailedPrecondition)
+    return "CloseSegment under a pending task not refused";
   w.RunUntil([&] { return IsTerminal(*e.GetTaskStatus(ok.tasks[0])); }, 1'000'000'000);
   if (!e.FreeBatch(*batch).ok()) return "FreeBatch after completion";
   // Config breaking an invariant is rejected at construction.
