@@ -60,21 +60,6 @@ constexpr uint64_t kTerminalTimeNs = 5'000'000'000;
 static_assert(kSlotsPerHost * kSlotBytes <= kWave2LocalOff - kWave1LocalOff);
 static_assert(kSlotsPerHost * kSlotBytes <= kWave2RemoteOff - kWave1RemoteOff);
 
-void Fill(TwoEngines& w, uint32_t h, uint64_t off, uint64_t len, uint64_t tag) {
-  sim::FillAttributable(std::span<uint8_t>(w.host(h).buf.data() + off, len), tag, 0);
-}
-
-Request MakeReq(TwoEngines& w, uint32_t from, SegmentHandle seg, OpKind op, uint64_t local_off,
-                uint64_t remote_off, uint64_t len) {
-  Request r;
-  r.opcode = op;
-  r.local_addr = reinterpret_cast<uint64_t>(w.host(from).buf.data()) + local_off;
-  r.length_bytes = len;
-  r.segment = seg;
-  r.remote_addr = reinterpret_cast<uint64_t>(w.host(1 - from).buf.data()) + remote_off;
-  return r;
-}
-
 std::string RatioText(sim::Ratio r) {
   return r.num == 0 ? std::string("off") : absl::StrCat(r.num, "/", r.den);
 }

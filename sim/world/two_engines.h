@@ -37,6 +37,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,6 +50,7 @@
 #include "sim/net/sim_network.h"
 #include "sim/prng.h"
 #include "sim/rnic/fabric.h"
+#include "sim/rnic/shadow_memory.h"
 #include "sim/scheduler.h"
 #include "sim/trace.h"
 #include "sim/virtual_clock.h"
@@ -269,6 +271,29 @@ class TwoEngines {
   uint32_t fault_steps_ = 0;  // > 0 while the fault actor steps
   WorldCounters counters_;
 };
+
+// Workload helpers shared by the swarm and the scenario tests.
+// A request from host `from` to its peer (1 - from): local and remote
+// addresses are offsets into the two hosts' buffers.
+inline Request MakeReq(TwoEngines& w, uint32_t from, SegmentHandle seg, OpKind op,
+                       uint64_t local_off, uint64_t remote_off, uint64_t len) {
+  Request r;
+  r.opcode = op;
+  r.local_addr = reinterpret_cast<uint64_t>(w.host(from).buf.data()) + local_off;
+  r.length_bytes = len;
+  r.segment = seg;
+  r.remote_addr = reinterpret_cast<uint64_t>(w.host(1 - from).buf.data()) + remote_off;
+  return r;
+}
+// Writes attributable bytes of `tag` (sim/rnic/shadow_memory.h) into host h.
+inline void Fill(TwoEngines& w, uint32_t h, uint64_t off, uint64_t len, uint64_t tag) {
+  sim::FillAttributable(std::span<uint8_t>(w.host(h).buf.data() + off, len), tag, 0);
+}
+// True if host h's [off, off + len) holds exactly `tag`'s bytes.
+inline bool Holds(TwoEngines& w, uint32_t h, uint64_t off, uint64_t len, uint64_t tag) {
+  return sim::FirstNotAttributable(std::span<const uint8_t>(w.host(h).buf.data() + off, len), tag,
+                                   0) == len;
+}
 
 }  // namespace ferry::simworld
 

@@ -24,14 +24,6 @@ uint8_t Pattern(uint32_t who, uint64_t off) {
   return static_cast<uint8_t>((off * 131 + who * 17 + (off >> 8)) & 0xff);
 }
 
-// Index of the first record of `kind` on `key` at or after `from`, or -1.
-int64_t Find(const std::vector<LifecycleRecord>& r, std::string_view kind, std::string_view key,
-             size_t from = 0) {
-  for (size_t i = from; i < r.size(); ++i)
-    if (r[i].kind == kind && r[i].key == key) return static_cast<int64_t>(i);
-  return -1;
-}
-
 // Submits one request from host `from` on segment `seg` and runs until it
 // is terminal. Returns its status.
 TaskStatus Transfer(TwoEngines& w, uint32_t from, SegmentHandle seg, OpKind op, uint64_t local_off,

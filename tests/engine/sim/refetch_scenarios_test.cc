@@ -33,29 +33,10 @@
 namespace ferry::engine::testing {
 namespace {
 
-// Index of the first record of `kind` (on `key` unless empty) at or after
-// `from`, or -1.
-int64_t Find(const std::vector<LifecycleRecord>& r, std::string_view kind, std::string_view key,
-             size_t from = 0) {
-  for (size_t i = from; i < r.size(); ++i)
-    if (r[i].kind == kind && (key.empty() || r[i].key == key)) return static_cast<int64_t>(i);
-  return -1;
-}
 int Count(const std::vector<LifecycleRecord>& r, std::string_view kind, size_t from = 0) {
   int n = 0;
   for (size_t i = from; i < r.size(); ++i) n += r[i].kind == kind;
   return n;
-}
-
-Request MakeReq(TwoEngines& w, uint32_t from, SegmentHandle seg, OpKind op, uint64_t local_off,
-                uint64_t remote_off, uint64_t len) {
-  Request r;
-  r.opcode = op;
-  r.local_addr = reinterpret_cast<uint64_t>(w.host(from).buf.data()) + local_off;
-  r.length_bytes = len;
-  r.segment = seg;
-  r.remote_addr = reinterpret_cast<uint64_t>(w.host(1 - from).buf.data()) + remote_off;
-  return r;
 }
 
 // Submits one request and runs until terminal (or time_max_ns).
@@ -73,21 +54,6 @@ TaskStatus Run1(TwoEngines& w, uint32_t from, const Request& r,
       },
       time_max_ns);
   return st;
-}
-
-void Fill(TwoEngines& w, uint32_t h, uint64_t off, uint64_t len, uint64_t tag) {
-  sim::FillAttributable(std::span<uint8_t>(w.host(h).buf.data() + off, len), tag, 0);
-}
-bool Holds(TwoEngines& w, uint32_t h, uint64_t off, uint64_t len, uint64_t tag) {
-  return sim::FirstNotAttributable(std::span<const uint8_t>(w.host(h).buf.data() + off, len), tag,
-                                   0) == len;
-}
-
-std::string Finish(TwoEngines& w) {
-  if (std::string v = w.OracleAndViolations(); !v.empty()) return "oracle: " + v;
-  if (std::string l = w.ShutdownAndCheckLeaks(); !l.empty()) return "leak: " + l;
-  if (std::string v = w.OracleAndViolations(); !v.empty()) return "oracle at shutdown: " + v;
-  return "";
 }
 
 SegmentInfo Info(TwoEngines& w, uint32_t h, SegmentHandle seg) {

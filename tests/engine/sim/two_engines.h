@@ -11,6 +11,9 @@
 
 #include <cstring>
 #include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
@@ -19,11 +22,32 @@
 
 namespace ferry::engine::testing {
 
+using simworld::Fill;
+using simworld::Holds;
 using simworld::HostState;
 using simworld::kBufBytes;
+using simworld::MakeReq;
 using simworld::ScenarioConfig;
 using simworld::SlotActor;
 using simworld::TwoEngines;
+
+// Index of the first lifecycle record of `kind` (on `key` unless empty) at
+// or after `from`, or -1.
+inline int64_t Find(const std::vector<LifecycleRecord>& r, std::string_view kind,
+                    std::string_view key, size_t from = 0) {
+  for (size_t i = from; i < r.size(); ++i)
+    if (r[i].kind == kind && (key.empty() || r[i].key == key)) return static_cast<int64_t>(i);
+  return -1;
+}
+
+// The end of every scenario: the oracle and the fabric's violations, then
+// an orderly shutdown with the C9 leak check, then the oracle again.
+inline std::string Finish(TwoEngines& w) {
+  if (std::string v = w.OracleAndViolations(); !v.empty()) return "oracle: " + v;
+  if (std::string l = w.ShutdownAndCheckLeaks(); !l.empty()) return "leak: " + l;
+  if (std::string v = w.OracleAndViolations(); !v.empty()) return "oracle at shutdown: " + v;
+  return "";
+}
 
 }  // namespace ferry::engine::testing
 
