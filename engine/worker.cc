@@ -257,7 +257,8 @@ CqQuota& Worker::Ledger(hal::CqHandle cq) {
 
 // ------------------------------------------------------------------ inbox
 void Worker::DrainInbox() {
-  std::deque<InboxItem> items;
+  std::vector<InboxItem>& items = drain_scratch_;  // reused: no allocation per step
+  FERRY_CHECK(items.empty());
   {
     base::MutexLock l(&mu_);
     const size_t n = std::min(inbox_.size(), kInboxDrainMax);
@@ -278,6 +279,7 @@ void Worker::DrainInbox() {
       for (Endpoint* ep : LiveList()) Retire(ep, RetireReason::kShutdown);
     }
   }
+  items.clear();
 }
 
 void Worker::OnSubmit(const std::shared_ptr<TaskRoute>& route) {

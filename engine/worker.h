@@ -359,6 +359,7 @@ class Worker {
   std::map<uint64_t, std::pair<uint32_t, uint32_t>> errored_cqs_;  // CQ id -> (ctx, i)
   std::vector<Rail> rails_;                                        // per context
   std::vector<std::shared_ptr<TaskRoute>> tasks_;
+  std::vector<InboxItem> drain_scratch_;  // DrainInbox scratch; empty between calls
   std::array<ChainEntry, kChainMax> chain_;       // PostAll scratch; empty between calls
   std::array<hal::SendWr, kChainMax> chain_wrs_;  // sg_list[1..] and imm_data stay 0
   uint64_t next_qp_uid_ = 1;
