@@ -1093,15 +1093,8 @@ void Worker::Requeue(const std::shared_ptr<TaskRoute>& route, uint32_t slice) {
     pending_[Key{route->context, route->peer_path}].push_front(Pending{route, slice});
 }
 
-void Worker::DetachDestroyed(hal::QpHandle qp) {
-  auto uit = uid_by_qp_.find(qp.id);
-  FERRY_CHECK(uit != uid_by_qp_.end());
-  QpRef& ref = qp_by_uid_.at(uit->second);
-  DataQp& q = ref.ep->qps()[ref.index];
-  FERRY_CHECK(q.destroyed && !q.released);
-  const RetireReason why = ref.ep->retire_reason();
-  // The ledger already returned the quota; the WRs resolve on the
-  // evidence "destroyed + empty poll" (C1, C4).
+void Worker::ResolveFifoByEvidence(DataQp& q, RetireReason why) {
+  // Bounded by the FIFO (at most wr_depth WRs); each slot is freed once.
   while (!q.fifo.empty()) {
     const uint32_t slot = q.fifo.front();
     q.fifo.pop_front();
@@ -1112,6 +1105,18 @@ void Worker::DetachDestroyed(hal::QpHandle qp) {
     free_slots_.push_back(slot);
     ResolveAttempt(route, slice, hal::WcStatus::kWrFlushErr, true, why);
   }
+}
+
+void Worker::DetachDestroyed(hal::QpHandle qp) {
+  auto uit = uid_by_qp_.find(qp.id);
+  FERRY_CHECK(uit != uid_by_qp_.end());
+  QpRef& ref = qp_by_uid_.at(uit->second);
+  DataQp& q = ref.ep->qps()[ref.index];
+  FERRY_CHECK(q.destroyed && !q.released);
+  const RetireReason why = ref.ep->retire_reason();
+  // The ledger already returned the quota; the WRs resolve on the
+  // evidence "destroyed + empty poll" (C1, C4).
+  ResolveFifoByEvidence(q, why);
   q.released = true;
 }
 
@@ -1282,16 +1287,7 @@ void Worker::ServeParkedContexts() {
         if (q.released) continue;
         if (!q.destroyed) q.qp.Forget();
         q.destroyed = true;
-        while (!q.fifo.empty()) {
-          const uint32_t slot = q.fifo.front();
-          q.fifo.pop_front();
-          Slot& s = slots_[slot];
-          std::shared_ptr<TaskRoute> route = std::move(s.route);
-          const uint32_t slice = s.slice;
-          s.in_use = false;
-          free_slots_.push_back(slot);
-          ResolveAttempt(route, slice, hal::WcStatus::kWrFlushErr, true, RetireReason::kCqError);
-        }
+        ResolveFifoByEvidence(q, RetireReason::kCqError);
         q.released = true;
       }
     }

@@ -309,6 +309,8 @@ class Worker {
                       bool evidence_by_destroy, RetireReason ep_reason);
   void Requeue(const std::shared_ptr<TaskRoute>& route, uint32_t slice);
   void DetachDestroyed(hal::QpHandle qp);
+  // Resolves every WR on q's FIFO on destroy/close evidence (C1, C4).
+  void ResolveFifoByEvidence(DataQp& q, RetireReason why);
   void SweepTimeouts(uint64_t now);
   bool WrStillOnFifo(const TaskRoute::PostedWr& e) const;
   void RailError(uint32_t ctx, uint64_t now);
@@ -359,7 +361,7 @@ class Worker {
   std::map<uint64_t, std::pair<uint32_t, uint32_t>> errored_cqs_;  // CQ id -> (ctx, i)
   std::vector<Rail> rails_;                                        // per context
   std::vector<std::shared_ptr<TaskRoute>> tasks_;
-  std::vector<InboxItem> drain_scratch_;  // DrainInbox scratch; empty between calls
+  std::vector<InboxItem> drain_scratch_;          // DrainInbox scratch; empty between calls
   std::array<ChainEntry, kChainMax> chain_;       // PostAll scratch; empty between calls
   std::array<hal::SendWr, kChainMax> chain_wrs_;  // sg_list[1..] and imm_data stay 0
   uint64_t next_qp_uid_ = 1;
