@@ -43,23 +43,6 @@ const Endpoint* EndpointOn(TwoEngines& w, uint32_t h, uint32_t peer) {
   return OwnerOn(w, h, peer).Find(0, Peer(w, peer));
 }
 
-// Submits one request and runs until terminal (or time_max_ns).
-std::pair<TaskStatus, TaskId> Run1(TwoEngines& w, uint32_t from, const Request& r,
-                                   uint64_t time_max_ns = 5'000'000'000) {
-  auto batch = w.host(from).engine->AllocateBatch(8);
-  FERRY_CHECK(batch.ok());
-  SubmitResult sr = w.Submit(from, *batch, {r});
-  if (!sr.status.ok()) return {TaskStatus::kInvalid, TaskId{}};
-  TaskStatus st = TaskStatus::kPending;
-  w.RunUntil(
-      [&] {
-        st = *w.host(from).engine->GetTaskStatus(sr.tasks[0]);
-        return IsTerminal(st);
-      },
-      time_max_ns);
-  return {st, sr.tasks[0]};
-}
-
 sim::ScriptedFault QpFault(sim::FaultKind k, uint64_t now, uint32_t host, uint32_t qpn) {
   sim::ScriptedFault f;
   f.at_ns = now;

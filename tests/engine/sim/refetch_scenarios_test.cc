@@ -39,23 +39,6 @@ int Count(const std::vector<LifecycleRecord>& r, std::string_view kind, size_t f
   return n;
 }
 
-// Submits one request and runs until terminal (or time_max_ns).
-TaskStatus Run1(TwoEngines& w, uint32_t from, const Request& r,
-                uint64_t time_max_ns = 5'000'000'000) {
-  auto batch = w.host(from).engine->AllocateBatch(1);
-  FERRY_CHECK(batch.ok());
-  SubmitResult sr = w.Submit(from, *batch, {r});
-  if (!sr.status.ok()) return TaskStatus::kInvalid;
-  TaskStatus st = TaskStatus::kPending;
-  w.RunUntil(
-      [&] {
-        st = *w.host(from).engine->GetTaskStatus(sr.tasks[0]);
-        return IsTerminal(st);
-      },
-      time_max_ns);
-  return st;
-}
-
 SegmentInfo Info(TwoEngines& w, uint32_t h, SegmentHandle seg) {
   auto i = w.host(h).engine->GetSegmentInfo(seg);
   FERRY_CHECK(i.ok());
@@ -73,7 +56,8 @@ std::string Prologue(TwoEngines& w, SegmentHandle* seg10) {
   auto back = w.Open(1, 0);
   if (!seg.ok() || !back.ok()) return "open";
   *seg10 = *back;
-  if (Run1(w, 0, MakeReq(w, 0, *seg, OpKind::kWrite, 0, 0, 16 * 1024)) != TaskStatus::kCompleted)
+  if (Run1(w, 0, MakeReq(w, 0, *seg, OpKind::kWrite, 0, 0, 16 * 1024)).first !=
+      TaskStatus::kCompleted)
     return "warm-up";
   EngineImpl& e0 = *w.host(0).engine;
   const uint64_t v0 = e0.LocalSegment().version;
@@ -100,7 +84,7 @@ std::string Prologue(TwoEngines& w, SegmentHandle* seg10) {
 // The READ on the old handle: FAILED, the cqe_error (REM_ACCESS_ERR) before
 // refetch_start, and the refetch in flight with the segment stale.
 std::string FailFirstRead(TwoEngines& w, SegmentHandle seg10, size_t from) {
-  const TaskStatus old = Run1(w, 1, MakeReq(w, 1, seg10, OpKind::kRead, kOff, kOff, kLen));
+  const TaskStatus old = Run1(w, 1, MakeReq(w, 1, seg10, OpKind::kRead, kOff, kOff, kLen)).first;
   if (old != TaskStatus::kFailed)
     return absl::StrCat("READ with old rkeys ended ", std::string(TaskStatusName(old)));
   const auto& r = w.host(1).obs->records();
@@ -123,7 +107,7 @@ std::string FailFirstRead(TwoEngines& w, SegmentHandle seg10, size_t from) {
 // The same handle's READ completes with host 0's bytes.
 std::string ReadCompletes(TwoEngines& w, SegmentHandle seg10) {
   Fill(w, 1, kOff, kLen, 7);  // overwritten only by a READ that moved bytes
-  const TaskStatus st = Run1(w, 1, MakeReq(w, 1, seg10, OpKind::kRead, kOff, kOff, kLen));
+  const TaskStatus st = Run1(w, 1, MakeReq(w, 1, seg10, OpKind::kRead, kOff, kOff, kLen)).first;
   if (st != TaskStatus::kCompleted)
     return absl::StrCat("READ on the refreshed handle ended ", std::string(TaskStatusName(st)));
   if (!Holds(w, 1, kOff, kLen, 82)) return "READ bytes wrong";
@@ -338,7 +322,7 @@ std::string PeerRestarted(uint64_t seed) {
   if (!w.Restart(0).ok()) return "restart";
   Fill(w, 0, kOff, kLen, 83);
   const size_t from = w.host(1).obs->records().size();
-  const TaskStatus st = Run1(w, 1, MakeReq(w, 1, *seg10, OpKind::kRead, kOff, kOff, kLen));
+  const TaskStatus st = Run1(w, 1, MakeReq(w, 1, *seg10, OpKind::kRead, kOff, kOff, kLen)).first;
   if (st != TaskStatus::kFailed)
     return absl::StrCat("READ on the old incarnation's handle ended ",
                         std::string(TaskStatusName(st)));
@@ -355,7 +339,7 @@ std::string PeerRestarted(uint64_t seed) {
   auto fresh = w.Open(1, 0);
   if (!fresh.ok()) return "re-open";
   Fill(w, 1, kOff, kLen, 7);
-  if (Run1(w, 1, MakeReq(w, 1, *fresh, OpKind::kRead, kOff, kOff, kLen)) !=
+  if (Run1(w, 1, MakeReq(w, 1, *fresh, OpKind::kRead, kOff, kOff, kLen)).first !=
           TaskStatus::kCompleted ||
       !Holds(w, 1, kOff, kLen, 83))
     return "READ on the re-opened handle";

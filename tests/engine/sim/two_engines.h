@@ -13,6 +13,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -38,6 +39,24 @@ inline int64_t Find(const std::vector<LifecycleRecord>& r, std::string_view kind
   for (size_t i = from; i < r.size(); ++i)
     if (r[i].kind == kind && (key.empty() || r[i].key == key)) return static_cast<int64_t>(i);
   return -1;
+}
+
+// Submits one request from host `from` and runs until it is terminal (or
+// time_max_ns). Returns its status and id (INVALID if the submit failed).
+inline std::pair<TaskStatus, TaskId> Run1(TwoEngines& w, uint32_t from, const Request& r,
+                                          uint64_t time_max_ns = 5'000'000'000) {
+  auto batch = w.host(from).engine->AllocateBatch(8);
+  FERRY_CHECK(batch.ok());
+  SubmitResult sr = w.Submit(from, *batch, {r});
+  if (!sr.status.ok()) return {TaskStatus::kInvalid, TaskId{}};
+  TaskStatus st = TaskStatus::kPending;
+  w.RunUntil(
+      [&] {
+        st = *w.host(from).engine->GetTaskStatus(sr.tasks[0]);
+        return IsTerminal(st);
+      },
+      time_max_ns);
+  return {st, sr.tasks[0]};
 }
 
 // The end of every scenario: the oracle and the fabric's violations, then
