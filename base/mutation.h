@@ -34,6 +34,10 @@ enum class Mutation : uint32_t {
   kEngineC9LeakAtShutdown,   // engine: shutdown forgets one object
   kSimRespToSource,          // sim: responses go to the packet's source QP, unchecked PSN
   kSimFetchAfterCompletion,  // sim: a packet of a completed WR reads local memory on arrival
+  kSimDupAckEchoesPsn,       // sim: a duplicate WRITE is acknowledged with its own PSN
+  kEngineC5RepAnyGeneration,  // engine: a REP is applied onto QPs paired with another generation
+  kSimDupReadAnyPsn,         // sim: a duplicate READ is re-executed without a matching resource
+  kEngineC4EndpointOnErroredCq,  // engine: endpoints are created on a CQ awaiting CQ_ERR recovery
   kCount,
 };
 
@@ -93,6 +97,14 @@ inline std::string_view MutationName(Mutation m) {
       return "sim_resp_to_source";
     case Mutation::kSimFetchAfterCompletion:
       return "sim_fetch_after_completion";
+    case Mutation::kSimDupAckEchoesPsn:
+      return "sim_dup_ack_echoes_psn";
+    case Mutation::kEngineC5RepAnyGeneration:
+      return "engine_c5_rep_any_generation";
+    case Mutation::kSimDupReadAnyPsn:
+      return "sim_dup_read_any_psn";
+    case Mutation::kEngineC4EndpointOnErroredCq:
+      return "engine_c4_endpoint_on_errored_cq";
     case Mutation::kCount:
       break;
   }

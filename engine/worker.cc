@@ -311,6 +311,13 @@ void Worker::OnWire(const HandshakeMessage& m, const std::string& from) {
 
 absl::StatusOr<Endpoint*> Worker::NewEndpoint(const Key& key) {
   Context* c = env_->contexts[key.first];
+  // A CQ in error (CQ_ERR) is never polled again and is recreated only
+  // once every QP on it is destroyed: a QP created on it now would block
+  // that recovery for good and its WRs would never see evidence (seeds
+  // 39767, 44157). No endpoint until the CQ is recreated.
+  if (CqRecovering(key.first)) {
+    return absl::UnavailableError("the CQ is being recreated after CQ_ERR");
+  }
   uint32_t& gen = last_generation_[key];
   gen = NextGeneration(gen);
   QpParams p;
@@ -379,6 +386,11 @@ absl::StatusOr<Endpoint*> Worker::NewEndpoint(const Key& key) {
     CheckZombies(v->cq());
   }
   return raw;
+}
+
+bool Worker::CqRecovering(uint32_t ctx) const {
+  return errored_cqs_.contains(env_->contexts[ctx]->cq(id_, 0).id) &&
+         !Mut(base::Mutation::kEngineC4EndpointOnErroredCq);
 }
 
 bool Worker::StoreHasRoom(uint32_t ctx) const {
@@ -569,6 +581,12 @@ void Worker::OnReq(const HandshakeMessage& m, const std::string& from) {
     SendReply(from, m, HandshakeType::kError, "shutting_down");
     return;
   }
+  if (CqRecovering(*ctx)) {
+    // CQ_ERR recovery in progress: like a parked device, the peer resends
+    // its REQ until the handshake timeout.
+    NoteEvent("req_parked", key, m.incarnation, m.generation);
+    return;
+  }
   auto fresh = NewEndpoint(key);
   if (!fresh.ok()) {
     SendReply(from, m, HandshakeType::kError, "no_endpoint");
@@ -603,9 +621,18 @@ void Worker::OnRep(const HandshakeMessage& m, const std::string& from) {
   }
   const PeerInfo peer = PeerFrom(m);
   if (ep->peer().has_value()) {
-    // Simultaneous open: we accepted the peer's REQ already; its REP must
-    // name the same QPs (else the peer moved on: start over).
-    if (ep->peer()->qpns != peer.qpns || ep->peer()->incarnation != peer.incarnation) {
+    // Simultaneous open: we accepted the peer's REQ already and our QPs are
+    // at RTR with that REQ's QPNs and PSNs. The REP must come from the very
+    // endpoint that REQ came from: same incarnation, generation, QPNs and
+    // PSNs. QPNs alone are no identity: a peer that retired the endpoint of
+    // that REQ reuses its QPNs for the next generation, and our RTR PSNs
+    // would not match its send PSNs (seed 13854). Else start over.
+    const bool same_endpoint =
+        ep->peer()->incarnation == peer.incarnation && ep->peer()->qpns == peer.qpns &&
+        ((ep->peer()->generation == peer.generation && ep->peer()->psns == peer.psns) ||
+         Mut(base::Mutation::kEngineC5RepAnyGeneration));
+    if (!same_endpoint) {
+      NoteEvent("rep_mismatch", key, m.generation, ep->peer()->generation);
       Retire(ep, RetireReason::kHandshakeFailed);
       return;
     }

@@ -77,7 +77,9 @@ class LifecycleObserver {
   virtual ~LifecycleObserver() = default;
   // kind: "ep_create", "ep_ready", "ep_retire", "ep_destroyed", "ep_evict",
   // "req_sent", "req_recv", "rep_sent", "rep_recv", "rtu_sent", "rtu_recv",
-  // "dup_req", "stale_req", "error_req", "rep_dropped", "rtu_dropped",
+  // "dup_req", "stale_req", "error_req", "rep_dropped", "rep_mismatch"
+  // (a: the REP's generation, b: the generation whose REQ we accepted),
+  // "rtu_dropped",
   // "stale_recv", "post", "cqe_error", "timeout", "timeout_retire",
   // "stale_entry", "repost", "retry", "rail_error", "rail_pause",
   // "zombie_escalate", "cq_err", "cq_recreated", "port_err", "port_active",
@@ -316,6 +318,10 @@ class Worker {
   void RailError(uint32_t ctx, uint64_t now);
   void CheckZombies(hal::CqHandle cq);
   void RecoverErroredCqs();
+  // True while this owner's CQ on `ctx` awaits CQ_ERR recovery: no endpoint
+  // may be created on it (it is never polled and is recreated only once
+  // every QP on it is destroyed).
+  bool CqRecovering(uint32_t ctx) const;
   void ParkForDeviceFatal(uint32_t ctx);
   void ServeParkedContexts();
   // Inline test first: without an observer (production) a lifecycle event

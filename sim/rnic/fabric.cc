@@ -73,6 +73,8 @@ std::string_view ViolationKindName(ViolationKind k) {
       return "local_after_release";
     case ViolationKind::kRemoteAfterFence:
       return "remote_after_fence";
+    case ViolationKind::kMispairedQps:
+      return "mispaired_qps";
   }
   return "?";
 }
@@ -839,12 +841,16 @@ absl::Status Fabric::VModifyQp(uint32_t host, hal::QpHandle qph, const hal::QpAt
     case QpState::kRtr:
       q.epsn = q.attr.rq_psn;
       q.nak_sent = false;
+      q.read_res = {};
+      q.read_res_next = 0;
+      CheckPairing(qi, q);
       break;
     case QpState::kRts:
       if (cur == QpState::kRtr) {
         q.psn_base = static_cast<uint32_t>((q.attr.sq_psn - q.next_vpsn) & 0xffffff);
         q.retries = 0;
         if (InjectFault(FaultKind::kHungQp)) q.hung = true;
+        CheckPairing(qi, q);
       }
       Kick(qi);
       break;
@@ -860,6 +866,32 @@ absl::Status Fabric::VModifyQp(uint32_t host, hal::QpHandle qph, const hal::QpAt
       break;
   }
   return absl::OkStatus();
+}
+
+void Fabric::CheckPairing(uint32_t qi, const Qp& q) {
+  if (q.dst_dev == kNone) return;
+  const uint32_t pi = FindQpByNumber(q.dst_dev, q.attr.dest_qp_num);
+  if (pi == kNone || pi == qi) return;
+  const Qp& p = *qps_[pi];
+  const QpState ps = p.attr.qp_state;
+  if (ps != QpState::kRtr && ps != QpState::kRts && ps != QpState::kSqd) return;
+  if (p.dst_dev != q.dev || p.attr.dest_qp_num != q.qpn) return;  // not a pair
+  // RTR PSNs are set from RTR on; send PSNs from RTS on.
+  auto rts = [](const Qp& x) {
+    return x.attr.qp_state == QpState::kRts || x.attr.qp_state == QpState::kSqd;
+  };
+  auto check = [&](const Qp& sender, const Qp& receiver) {
+    if (!rts(sender) || sender.attr.sq_psn == receiver.attr.rq_psn) return;
+    Violate(ViolationKind::kMispairedQps,
+            absl::StrCat("h", sender.host, " qpn ", sender.qpn, " sends from psn ",
+                         sender.attr.sq_psn, " to h", receiver.host, " qpn ", receiver.qpn,
+                         ", which expects psn ", receiver.attr.rq_psn,
+                         " (connected to each other by number, set up from different "
+                         "handshakes)"))
+        .IgnoreError();
+  };
+  check(q, p);
+  check(p, q);
 }
 
 absl::StatusOr<hal::QpAttr> Fabric::VQueryQp(uint32_t host, hal::QpHandle qph) {

@@ -28,6 +28,7 @@
 #ifndef FERRY_SIM_RNIC_FABRIC_H_
 #define FERRY_SIM_RNIC_FABRIC_H_
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -99,6 +100,7 @@ enum class ViolationKind : uint8_t {
   kBadAck,
   kLocalAfterRelease,  // DMA touched a released (or fenced) local range
   kRemoteAfterFence,   // DMA touched a fenced (or released) remote range
+  kMispairedQps,       // two QPs name each other but one's send PSN is not the other's RTR PSN
 };
 std::string_view ViolationKindName(ViolationKind k);
 
@@ -398,6 +400,15 @@ class Fabric final : public Actor {
     bool nak_sent = false;
     bool comm_est_sent = false;
     uint32_t unacked_wrs = 0;  // executed WRITEs not yet acknowledged (coalescing)
+    // Responder resources: the wire PSN ranges of the last kReadResources
+    // READs executed. A duplicate READ is re-executed only if it falls in
+    // one (rxe's find_resource; else it is dropped, IBA class D).
+    static constexpr uint32_t kReadResources = 16;
+    struct ReadResource {
+      uint32_t first_psn = 0, npkts = 0;
+    };
+    std::array<ReadResource, kReadResources> read_res{};
+    uint32_t read_res_next = 0;
     uint32_t dst_dev = kNone;
     // faults
     bool hung = false;
@@ -528,6 +539,14 @@ class Fabric final : public Actor {
   void LinkUp(uint32_t dev);
   uint32_t FindDevice(uint32_t host, std::string_view name) const;
   uint32_t FindQpByNumber(uint32_t dev, uint32_t qpn) const;
+  // Ground truth on a move to RTR or RTS: if the QP it names names it back
+  // (a connected pair), each side's RTR PSN must be the other's send PSN.
+  // A handshake that pairs QPs by number across peer generations (QPNs are
+  // reused) breaks it (kMispairedQps).
+  void CheckPairing(uint32_t qi, const Qp& q);
+  // Responder READ resources (Qp::read_res).
+  static void NoteReadResource(Qp& r, uint32_t first_psn, uint32_t npkts);
+  bool HasReadResource(const Qp& r, uint32_t psn) const;
   absl::Status ApplyScripted(const ScriptedFault& f);
   void ShadowCheck(const void* addr, uint64_t len, bool local, std::string_view what);
 

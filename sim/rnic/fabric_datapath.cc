@@ -468,8 +468,17 @@ void Fabric::OnReq(const Event& e) {
   const uint64_t len = off < wr.len ? std::min(mtu, wr.len - off) : 0;
   const bool is_write = wr.wr.opcode == hal::Opcode::kRdmaWrite;
   const bool last = e.c + 1 == wr.vpsn_first + wr.npkts;
-  if (dup && is_write) {  // re-acknowledged without executing
-    SendResp(ri, r, e.a, kAck, e.d, e.c);
+  if (dup && is_write) {
+    // Re-acknowledged without executing, with the PSN of the last packet
+    // this responder executed (epsn - 1), not the duplicate's own PSN: an
+    // ACK says "everything up to here was placed" (IBA C9-105; rxe's
+    // duplicate_request acks qp->resp.ack_psn - 1). A requester whose PSNs
+    // are not this responder's (a QP paired from another handshake) thus
+    // never sees its own unexecuted packets acknowledged (seed 13854).
+    const uint32_t ack_psn = config_.mutations.on(base::Mutation::kSimDupAckEchoesPsn)
+                                 ? e.d
+                                 : ((r.epsn - 1) & kPsnMask);
+    SendResp(ri, r, e.a, kAck, ack_psn, e.c);
     return;
   }
   const uint32_t need = is_write ? hal::kAccessRemoteWrite : hal::kAccessRemoteRead;
@@ -519,8 +528,32 @@ void Fabric::OnReq(const Event& e) {
     r.epsn = (r.epsn + 1) & kPsnMask;
     r.nak_sent = false;
     r.unacked_wrs = 0;
+    NoteReadResource(r, (e.d - static_cast<uint32_t>(e.c - wr.vpsn_first)) & kPsnMask, wr.npkts);
+  } else if (!HasReadResource(r, e.d) &&
+             !config_.mutations.on(base::Mutation::kSimDupReadAnyPsn)) {
+    // A duplicate READ this responder never executed (its PSN is only
+    // "old" in this responder's numbering: a requester paired from another
+    // handshake): dropped. Re-executing it would answer with its own PSN,
+    // which the requester takes as an ACK of the WRITEs before it, never
+    // placed (seed 13854).
+    return drop();
   }
   SendResp(ri, r, e.a, kReadResp, e.d, e.c, len);  // carries the data: serialized
+}
+
+void Fabric::NoteReadResource(Qp& r, uint32_t first_psn, uint32_t npkts) {
+  const uint32_t last = (r.read_res_next + Qp::kReadResources - 1) % Qp::kReadResources;
+  if (r.read_res[last].npkts != 0 && r.read_res[last].first_psn == first_psn) return;
+  r.read_res[r.read_res_next] = Qp::ReadResource{first_psn, npkts};
+  r.read_res_next = (r.read_res_next + 1) % Qp::kReadResources;
+}
+
+bool Fabric::HasReadResource(const Qp& r, uint32_t psn) const {
+  for (const Qp::ReadResource& res : r.read_res) {
+    const uint32_t into = (psn - res.first_psn) & kPsnMask;
+    if (res.npkts != 0 && into < res.npkts) return true;
+  }
+  return false;
 }
 
 // ------------------------------------------------------------------ responses

@@ -28,7 +28,7 @@ namespace {
 
 // Lifecycle record kinds of engine/worker.cc (SimObserver records), listed
 // so a report shows the probes a sweep never reached as 0.
-constexpr std::array<std::string_view, 37> kLifecycleProbes = {
+constexpr std::array<std::string_view, 38> kLifecycleProbes = {
     "cq_err",          "cq_recreated", "cqe_error",    "ctx_reenabled", "ctx_resumed",
     "destroy_failed",  "device_fatal", "dup_req",      "ep_create",     "ep_destroyed",
     "ep_evict",        "ep_ready",     "ep_retire",    "error_req",     "gid_change",
@@ -36,7 +36,7 @@ constexpr std::array<std::string_view, 37> kLifecycleProbes = {
     "rep_dropped",     "rep_recv",     "rep_sent",     "repost",        "req_recv",
     "req_sent",        "retry",        "rtu_dropped",  "rtu_recv",      "rtu_sent",
     "stale_entry",     "stale_recv",   "stale_req",    "timeout",       "timeout_retire",
-    "zombie_escalate", "req_parked",
+    "zombie_escalate", "req_parked",   "rep_mismatch",
 };
 
 constexpr std::array<std::string_view, 11> kCounterProbes = {

@@ -192,20 +192,28 @@ std::optional<base::Mutations> MutationsFromEnv(std::string* name, std::string* 
   if (env == nullptr || *env == '\0') return m;
   *name = env;
 #if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
-  const std::string_view want(env);
-  for (uint32_t i = 0; i < static_cast<uint32_t>(base::Mutation::kCount); ++i) {
-    const auto mu = static_cast<base::Mutation>(i);
-    const std::string_view n = base::MutationName(mu);
-    // The full name, or the name without its "engine_" / "sim_" prefix.
-    const size_t us = n.find('_');
-    if (n == want || (us != std::string_view::npos && n.substr(us + 1) == want)) {
-      m.Enable(mu);
-      *name = std::string(n);
-      return m;
+  // A comma-separated list: a failure with two causes needs both switches.
+  std::string names;
+  for (absl::string_view want : absl::StrSplit(env, ',')) {
+    bool found = false;
+    for (uint32_t i = 0; i < static_cast<uint32_t>(base::Mutation::kCount) && !found; ++i) {
+      const auto mu = static_cast<base::Mutation>(i);
+      const std::string_view n = base::MutationName(mu);
+      // The full name, or the name without its "engine_" / "sim_" prefix.
+      const size_t us = n.find('_');
+      if (AV(n) == want || (us != std::string_view::npos && AV(n.substr(us + 1)) == want)) {
+        m.Enable(mu);
+        absl::StrAppend(&names, names.empty() ? "" : ",", AV(n));
+        found = true;
+      }
+    }
+    if (!found) {
+      *err = absl::StrCat("FERRY_MUTATION=", env, ": no such mutation ", want, " (base/mutation.h)");
+      return std::nullopt;
     }
   }
-  *err = absl::StrCat("FERRY_MUTATION=", env, ": no such mutation (base/mutation.h)");
-  return std::nullopt;
+  *name = names;
+  return m;
 #else
   *err = absl::StrCat("FERRY_MUTATION=", env,
                       ": this binary has no mutation switches (use the test build ferry-sim-mut)");
