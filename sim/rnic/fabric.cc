@@ -841,7 +841,7 @@ absl::Status Fabric::VModifyQp(uint32_t host, hal::QpHandle qph, const hal::QpAt
     case QpState::kRtr:
       q.epsn = q.attr.rq_psn;
       q.nak_sent = false;
-      q.read_res = {};
+      q.read_res.clear();
       q.read_res_next = 0;
       CheckPairing(qi, q);
       break;

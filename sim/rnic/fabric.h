@@ -28,7 +28,6 @@
 #ifndef FERRY_SIM_RNIC_FABRIC_H_
 #define FERRY_SIM_RNIC_FABRIC_H_
 
-#include <array>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -402,12 +401,16 @@ class Fabric final : public Actor {
     uint32_t unacked_wrs = 0;  // executed WRITEs not yet acknowledged (coalescing)
     // Responder resources: the wire PSN ranges of the last kReadResources
     // READs executed. A duplicate READ is re-executed only if it falls in
-    // one (rxe's find_resource; else it is dropped, IBA class D).
-    static constexpr uint32_t kReadResources = 16;
+    // one (rxe's find_resource; else it is dropped, IBA class D). Real
+    // RNICs keep max_dest_rd_atomic of them and the requester never has
+    // more READs outstanding (max_rd_atomic); the sim does not throttle
+    // the requester, so it keeps enough for any send queue it allows
+    // (docs/simulator.md, divergences). Allocated at the first READ.
+    static constexpr uint32_t kReadResources = 1024;
     struct ReadResource {
       uint32_t first_psn = 0, npkts = 0;
     };
-    std::array<ReadResource, kReadResources> read_res{};
+    std::vector<ReadResource> read_res;
     uint32_t read_res_next = 0;
     uint32_t dst_dev = kNone;
     // faults

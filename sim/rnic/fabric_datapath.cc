@@ -542,6 +542,7 @@ void Fabric::OnReq(const Event& e) {
 }
 
 void Fabric::NoteReadResource(Qp& r, uint32_t first_psn, uint32_t npkts) {
+  if (r.read_res.empty()) r.read_res.resize(Qp::kReadResources);
   const uint32_t last = (r.read_res_next + Qp::kReadResources - 1) % Qp::kReadResources;
   if (r.read_res[last].npkts != 0 && r.read_res[last].first_psn == first_psn) return;
   r.read_res[r.read_res_next] = Qp::ReadResource{first_psn, npkts};
