@@ -503,6 +503,52 @@ TEST_P(Conformance, GidEntryTypesIncludeRoceV2Ipv4) {
   ASSERT_TRUE(v.CloseDevice(*ctx).ok());
 }
 
+// Two QPs that name each other but were set up from different handshakes:
+// A sends from PSN 0x0F00 while B expects 0x1000 (A's packets are 256
+// "old" in B's numbering, duplicates), the way a REP from a later peer
+// generation applied onto QPs paired with an earlier one mispairs them
+// (swarm seed 13854, docs/simulator.md section 3). B has executed nothing
+// of A's: A's WRITE must not complete with its bytes unplaced, and a READ
+// behind it is no implicit ACK. A duplicate WRITE is answered with the PSN
+// of B's last executed packet (not the duplicate's own), which A never
+// sent, and a duplicate READ B has no resource for is dropped; A exhausts
+// its retries. Measured on rxe (kernel 6.1, in the Soft-RoCE VM): WRITE
+// RETRY_EXC_ERR, READ WR_FLUSH_ERR, no byte placed, as in the sim.
+TEST_P(Conformance, MispairedRequesterNeverGetsUnplacedBytesAcknowledged) {
+  Rig rig(env());
+  ASSERT_TRUE(rig.ok());
+  const uint8_t timeout = 10, retry = 2;  // ~4 ms per attempt
+  auto qa = rig.MakeQp(0), qb = rig.MakeQp(1);
+  ASSERT_TRUE(qa.qp.valid() && qb.qp.valid());
+  ASSERT_TRUE(rig.ToInit(0, qa.qp).ok());
+  ASSERT_TRUE(rig.ToInit(1, qb.qp).ok());
+  ASSERT_TRUE(rig.ToRtr(0, qa.qp, qb.qp_num, 0x2000).ok());
+  ASSERT_TRUE(rig.ToRts(0, qa.qp, 0x0F00, timeout, retry).ok());  // B expects 0x1000
+  ASSERT_TRUE(rig.ToRtr(1, qb.qp, qa.qp_num, 0x1000).ok());
+  ASSERT_TRUE(rig.ToRts(1, qb.qp, 0x2000, timeout, retry).ok());
+  std::fill(rig.a().buf.begin(), rig.a().buf.begin() + 128, 0xE7);
+  const uint8_t b_before = rig.b().buf[0], a_read_before = rig.a().buf[4096];
+  std::vector<hal::SendWr> chain = {rig.Write(1, 0, 64),
+                                    rig.Wr(hal::Opcode::kRdmaRead, 2, 4096, 64)};
+  ASSERT_TRUE(rig.a().v->PostSend(qa.qp, chain).status.ok());
+  auto wcs = rig.PollN(0, 2, 30 * kSecond);
+  if (env().traits().sim) {
+    // The sim's ground truth names the setup itself as the fault.
+    const std::vector<std::string> v = env().TakeViolations();
+    EXPECT_EQ(v, std::vector<std::string>(2, "mispaired_qps"));
+  }
+  ASSERT_EQ(wcs.size(), 2u);
+  std::printf("mispaired requester: WRITE %s, READ %s; responder byte 0x%02x (was 0x%02x)\n",
+              std::string(hal::WcStatusName(wcs[0].status)).c_str(),
+              std::string(hal::WcStatusName(wcs[1].status)).c_str(), rig.b().buf[0], b_before);
+  EXPECT_EQ(rig.b().buf[0], b_before) << "a duplicate was executed";
+  EXPECT_EQ(rig.a().buf[4096], a_read_before) << "the READ placed data";
+  EXPECT_EQ(wcs[0].wr_id, 1u);
+  EXPECT_NE(wcs[1].status, WcStatus::kSuccess) << "READ completed from a responder that never ran it";
+  EXPECT_EQ(wcs[0].status, WcStatus::kRetryExcErr) << "WRITE acknowledged, bytes never placed";
+  EXPECT_EQ(wcs[1].status, WcStatus::kWrFlushErr);
+}
+
 TEST_P(Conformance, CqOverrunIsReported) {
   Rig rig(env(), /*cqe=*/4);
   ASSERT_TRUE(rig.ok());

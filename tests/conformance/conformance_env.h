@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "hal/types.h"
@@ -50,6 +51,10 @@ class Env {
   virtual uint64_t NowNs() = 0;
   // Sim only: take side's link down/up (returns false when unsupported).
   virtual bool SetLinkUp(int side, bool up) = 0;
+  // Sim only: the names of the ground-truth violations recorded so far,
+  // which are then cleared (a case that builds a misuse on purpose checks
+  // that the sim saw it). Real devices have no ground truth: empty.
+  virtual std::vector<std::string> TakeViolations() { return {}; }
 };
 
 struct EnvParam {

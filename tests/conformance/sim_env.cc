@@ -44,6 +44,13 @@ class SimEnv final : public Env {
   bool SetLinkUp(int side, bool up) override {
     return fabric_->SetLinkUp(static_cast<uint32_t>(side), "sim0", up).ok();
   }
+  std::vector<std::string> TakeViolations() override {
+    std::vector<std::string> out;
+    for (const sim::Violation& v : fabric_->violations())
+      out.emplace_back(sim::ViolationKindName(v.kind));
+    fabric_->ClearViolations();
+    return out;
+  }
 
  private:
   sim::VirtualClock clock_;

@@ -948,6 +948,85 @@ TEST_P(Rnic, StaleRequesterAfterQpnReuseIsNeverAcknowledged) {
   // ignored them as outside its PSN window.
 }
 
+// A requester paired with a responder set up from another handshake (seed
+// 13854): A sends from PSN 0x0F00 while B expects 0x1000, so A's packets
+// are duplicates in B's numbering; B has executed none of them. A posts a
+// WRITE then a READ.
+struct MispairOutcome {
+  WcStatus write_status = WcStatus::kSuccess, read_status = WcStatus::kSuccess;
+  bool write_landed = false, read_landed = false;
+  std::vector<ViolationKind> violations;
+};
+MispairOutcome MispairedRequester(FabricConfig cfg) {
+  World w(std::move(cfg));
+  auto a = w.MakeQp(w.a());
+  auto b = w.MakeQp(w.b());
+  FERRY_CHECK(World::ToInit(w.a(), a.qp).ok());
+  FERRY_CHECK(World::ToInit(w.b(), b.qp).ok());
+  FERRY_CHECK(w.ToRtr(w.a(), a.qp, w.b(), b.qp_num, 0x2000).ok());
+  FERRY_CHECK(World::ToRts(w.a(), a.qp, 0x0F00, 10, 2).ok());
+  FERRY_CHECK(w.ToRtr(w.b(), b.qp, w.a(), a.qp_num, 0x1000).ok());
+  FERRY_CHECK(World::ToRts(w.b(), b.qp, 0x2000, 10, 2).ok());
+  MispairOutcome out;
+  for (const Violation& v : w.fabric().violations()) out.violations.push_back(v.kind);
+  w.fabric().ClearViolations();
+  for (size_t i = 0; i < 4096; ++i) w.a().buf[i] = static_cast<uint8_t>(i * 7 + 3);
+  for (size_t i = 0; i < 4096; ++i) w.b().buf[8192 + i] = static_cast<uint8_t>(i * 5 + 1);
+  std::vector<hal::SendWr> chain = {w.Write(1, 0, 0, 4096), w.Read(2, 16384, 8192, 4096)};
+  FERRY_CHECK(w.va().PostSend(a.qp, chain).status.ok());
+  auto wcs = w.PollN(w.a(), 2, 1'000'000'000);
+  FERRY_CHECK_EQ(wcs.size(), 2u);
+  out.write_status = wcs[0].status;
+  out.read_status = wcs[1].status;
+  out.write_landed = std::memcmp(w.a().buf.data(), w.b().buf.data(), 4096) == 0;
+  out.read_landed = std::memcmp(w.a().buf.data() + 16384, w.b().buf.data() + 8192, 4096) == 0;
+  return out;
+}
+
+// Rules: a duplicate WRITE is re-acknowledged with the PSN of the last
+// packet the responder executed (IBA C9-105, rxe duplicate_request), and a
+// duplicate READ is re-executed only from a responder resource (a READ it
+// ran); the pairing itself is a ground-truth violation.
+TEST_P(Rnic, MispairedRequesterIsNeverAcknowledgedForUnplacedBytes) {
+  const MispairOutcome o = MispairedRequester(Cfg());
+  EXPECT_EQ(o.write_status, WcStatus::kRetryExcErr);
+  EXPECT_EQ(o.read_status, WcStatus::kWrFlushErr);
+  EXPECT_FALSE(o.write_landed);
+  EXPECT_FALSE(o.read_landed);
+  EXPECT_EQ(o.violations, std::vector<ViolationKind>(2, ViolationKind::kMispairedQps));
+}
+
+// A correctly paired requester whose READ response and the ACKs behind it
+// were lost retransmits from the READ: the responder has the READ as a
+// resource, runs it again, and the WRITEs around it complete once.
+TEST_P(Rnic, RetransmittedReadIsAnsweredFromItsResource) {
+  FabricConfig cfg = Cfg();
+  cfg.link_jitter_ns = 0;
+  World w(cfg);
+  auto p = w.Connect(64, /*timeout=*/8, /*retry=*/7);
+  EXPECT_TRUE(w.fabric().violations().empty());
+  for (size_t i = 0; i < 4096; ++i) w.b().buf[8192 + i] = static_cast<uint8_t>(i * 5 + 1);
+  std::vector<hal::SendWr> chain = {w.Write(1, 0, 0, 1024), w.Read(2, 16384, 8192, 4096),
+                                    w.Write(3, 4096, 4096, 1024)};
+  const uint64_t t0 = w.clock().NowNs();
+  ASSERT_TRUE(w.va().PostSend(p.a.qp, chain).status.ok());
+  // Every request is on the wire; the responses are lost because the
+  // requester's link drops before the responder sends them.
+  w.fabric().RunUntil(t0 + 1000);
+  ASSERT_TRUE(w.fabric().SetLinkUp(0, "sim0", false).ok());
+  w.fabric().RunUntil(t0 + 5000);
+  ASSERT_EQ(w.fabric().stats().duplicates, 0u);
+  ASSERT_TRUE(w.fabric().SetLinkUp(0, "sim0", true).ok());
+  auto wcs = w.PollN(w.a(), 3);
+  ASSERT_EQ(wcs.size(), 3u);
+  for (const auto& wc : wcs) EXPECT_EQ(wc.status, WcStatus::kSuccess) << wc.wr_id;
+  EXPECT_EQ(std::memcmp(w.a().buf.data() + 16384, w.b().buf.data() + 8192, 4096), 0);
+  // The retransmission from the READ reached a responder that had run it
+  // all: duplicates, the READ answered again from its resource.
+  EXPECT_GE(w.fabric().stats().retransmits, 1u);
+  EXPECT_GE(w.fabric().stats().duplicates, 4u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Profiles, Rnic, ::testing::Values(RnicProfile::kMlx5, RnicProfile::kRxe),
                          ProfileParamName);
 
@@ -1012,6 +1091,21 @@ TEST(MutationDetect, DestroyFailSilentlyLeavesQpAliveAfterOk) {
   EXPECT_TRUE(w.va().DestroyQp(p.a.qp).ok());
   EXPECT_TRUE(w.fabric().TrueStateOf(p.a.qp).ok());  // alive although destroy said OK
 }
+TEST(MutationDetect, DupAckEchoesPsnAcksAMispairedWrite) {
+  const MispairOutcome o =
+      MispairedRequester(Mutated(RnicProfile::kMlx5, base::Mutation::kSimDupAckEchoesPsn));
+  EXPECT_EQ(o.write_status, WcStatus::kSuccess);  // acknowledged...
+  EXPECT_FALSE(o.write_landed);                    // ...never placed
+}
+
+TEST(MutationDetect, DupReadAnyPsnAcksAMispairedWrite) {
+  const MispairOutcome o =
+      MispairedRequester(Mutated(RnicProfile::kMlx5, base::Mutation::kSimDupReadAnyPsn));
+  EXPECT_EQ(o.read_status, WcStatus::kSuccess);   // a READ the responder never ran...
+  EXPECT_EQ(o.write_status, WcStatus::kSuccess);  // ...implicitly ACKs the WRITE
+  EXPECT_FALSE(o.write_landed);
+}
+
 TEST(MutationDetect, RespToSourceAcksAStaleRequester) {
   // Responses routed to the packet's source: the stale WRITE is
   // acknowledged as a duplicate and completes successfully although none
