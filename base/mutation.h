@@ -38,6 +38,7 @@ enum class Mutation : uint32_t {
   kEngineC5RepAnyGeneration,  // engine: a REP is applied onto QPs paired with another generation
   kSimDupReadAnyPsn,         // sim: a duplicate READ is re-executed without a matching resource
   kEngineC4EndpointOnErroredCq,  // engine: endpoints are created on a CQ awaiting CQ_ERR recovery
+  kEngineC6AcceptOlderGeneration,  // engine: a REQ older than a seen generation is accepted
   kCount,
 };
 
@@ -105,6 +106,8 @@ inline std::string_view MutationName(Mutation m) {
       return "sim_dup_read_any_psn";
     case Mutation::kEngineC4EndpointOnErroredCq:
       return "engine_c4_endpoint_on_errored_cq";
+    case Mutation::kEngineC6AcceptOlderGeneration:
+      return "engine_c6_accept_older_generation";
     case Mutation::kCount:
       break;
   }

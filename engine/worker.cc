@@ -506,6 +506,29 @@ void Worker::RememberReplaced(const Key& key, uint64_t incarnation) {
   if (list.size() > kReplacedPerKeyMax) list.pop_front();
 }
 
+bool Worker::NoteGenerationIsOlder(const Key& key, uint64_t incarnation, uint64_t generation) {
+  auto [it, fresh] = peer_gen_seen_.try_emplace(key, incarnation, generation);
+  if (fresh) {
+    peer_gen_order_.push_back(key);
+    if (peer_gen_order_.size() > kReplacedKeysMax) {
+      peer_gen_seen_.erase(peer_gen_order_.front());
+      peer_gen_order_.pop_front();
+    }
+    return false;
+  }
+  auto& [inc, gen] = it->second;
+  if (inc != incarnation) {
+    // Another incarnation: a restarted peer starts its generations afresh
+    // (an older incarnation's REQ is caught by WasReplaced).
+    inc = incarnation;
+    gen = generation;
+    return false;
+  }
+  if (generation < gen) return true;
+  gen = generation;
+  return false;
+}
+
 bool Worker::WasReplaced(const Key& key, uint64_t incarnation) const {
   auto it = replaced_.find(key);
   return it != replaced_.end() &&
@@ -530,6 +553,17 @@ void Worker::OnReq(const HandshakeMessage& m, const std::string& from) {
   // C6: a REQ from an incarnation this key already replaced is a delayed
   // REQ of the peer's previous process: STALE, nothing changes.
   if (WasReplaced(key, m.incarnation) && !Mut(base::Mutation::kEngineC6AcceptStale)) {
+    NoteEvent("stale_req", key, m.incarnation, m.generation);
+    SendReply(from, m, HandshakeType::kStale, "");
+    return;
+  }
+  // C6: a REQ of a generation older than one this incarnation of the peer
+  // already sent comes from an endpoint it gave up (a delayed or reordered
+  // REQ): STALE, nothing changes. Accepting it onto a CONNECTING endpoint
+  // would pair our QPs with QPNs the peer has reused since (swarm seeds of
+  // issue 16; C5SimultaneousOpenUnderHandshakeChurn seed 259).
+  if (NoteGenerationIsOlder(key, m.incarnation, m.generation) &&
+      !Mut(base::Mutation::kEngineC6AcceptOlderGeneration)) {
     NoteEvent("stale_req", key, m.incarnation, m.generation);
     SendReply(from, m, HandshakeType::kStale, "");
     return;
@@ -615,6 +649,7 @@ void Worker::OnRep(const HandshakeMessage& m, const std::string& from) {
     return;
   }
   if (ep->state() != EndpointState::kConnecting) return;
+  (void)NoteGenerationIsOlder(key, m.incarnation, m.generation);
   if (m.qps.size() != ep->qps().size()) {
     Retire(ep, RetireReason::kHandshakeFailed);
     return;

@@ -306,6 +306,10 @@ class Worker {
   void Retire(Endpoint* ep, RetireReason why);
   void RememberReplaced(const Key& key, uint64_t incarnation);
   bool WasReplaced(const Key& key, uint64_t incarnation) const;
+  // Records (incarnation, generation) as seen from the peer of `key`; true
+  // if that generation is older than one already seen of the same
+  // incarnation (the message is from an endpoint the peer gave up).
+  bool NoteGenerationIsOlder(const Key& key, uint64_t incarnation, uint64_t generation);
   void HandleCqe(const hal::WorkCompletion& wc);
   void ResolveAttempt(const std::shared_ptr<TaskRoute>& route, uint32_t slice, hal::WcStatus st,
                       bool evidence_by_destroy, RetireReason ep_reason);
@@ -358,6 +362,14 @@ class Worker {
   // (bounded: kReplacedPerKeyMax per key, kReplacedKeysMax keys, FIFO).
   std::map<Key, std::deque<uint64_t>> replaced_;
   std::deque<Key> replaced_order_;
+  // Per key, the highest generation seen in a REQ or REP of the peer's
+  // latest incarnation (bounded: kReplacedKeysMax keys, FIFO). A peer's
+  // generations rise per key and it has one live endpoint per key, so a
+  // REQ of a lower generation of that incarnation comes from an endpoint
+  // the peer already gave up: pairing our QPs with it (by its QPNs, which
+  // the peer has reused since) would mispair them (C6).
+  std::map<Key, std::pair<uint64_t, uint64_t>> peer_gen_seen_;  // -> (incarnation, generation)
+  std::deque<Key> peer_gen_order_;
   std::map<Key, std::deque<Pending>> pending_;
   std::vector<Slot> slots_;
   std::vector<uint32_t> free_slots_;

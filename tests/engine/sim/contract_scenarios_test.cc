@@ -556,6 +556,104 @@ TEST(EngineContracts, CqErrRetiresRecreatesAndResumes) {
   for (uint64_t s = 1; s <= 5; ++s) ASSERT_EQ(CqErr(s, base::Mutations()), "") << "seed " << s;
 }
 
+// CQ_ERR while the recovery window stays open: one of the errored CQ's QPs
+// fails its first destroy (retried with backoff), and the peer, whose own
+// endpoint is still READY, keeps writing, fails (RETRY_EXC_ERR), and
+// reconnects, so its REQ reaches the owner while the CQ awaits recreation.
+// No endpoint may be built on that CQ meanwhile (it is never polled, and
+// its QPs would block the recreate for good: swarm seeds 39767, 44157).
+// CqErrRetiresRecreatesAndResumes missed it: its destroys succeed at once
+// and nothing asks for an endpoint before the recreate.
+std::string CqErrWhilePeerReconnects(uint64_t seed, const base::Mutations& m) {
+  EngineConfig c = ScenarioConfig();
+  c.workers = 1;
+  c.qp_timeout_exp = 8;  // ~1 ms: h1 sees RETRY_EXC_ERR within ~2 ms
+  c.qp_retry_cnt = 1;
+  TwoEngines w(seed, sim::NetPlan{}, m, c);
+  auto s01 = w.Open(0, 1);
+  auto s10 = w.Open(1, 0);
+  if (!s01.ok() || !s10.ok()) return "open";
+  if (Run1(w, 0, MakeReq(w, 0, *s01, OpKind::kWrite, 0, 0, 16 * 1024)).first !=
+      TaskStatus::kCompleted)
+    return "warm-up";
+  const Endpoint* ep = w.host(0).engine->workers()[0]->Find(0, Peer(w, 1));
+  if (ep == nullptr) return "no endpoint on h0";
+  sim::ScriptedFault f;
+  f.at_ns = w.clock().NowNs();
+  f.kind = sim::FaultKind::kDestroyQpFail;
+  f.target = sim::FaultTarget{sim::TargetKind::kQp, 0, "sim0", ep->qps()[0].qpn};
+  // 12 failed destroys: with backoff 10 us doubling to 1 ms, the CQ awaits
+  // its recreate for ~6 ms.
+  for (int i = 0; i < 12; ++i)
+    if (absl::Status st = w.fabric().Inject(f); !st.ok()) return "inject: " + st.ToString();
+  f.kind = sim::FaultKind::kCqOverrun;
+  f.target = sim::FaultTarget{sim::TargetKind::kCq, 0, "sim0", 1};
+  if (absl::Status st = w.fabric().Inject(f); !st.ok()) return "inject: " + st.ToString();
+  const size_t from = w.host(0).obs->records().size();
+  Fill(w, 0, 64 * 1024, 48 * 1024, 44);
+  Fill(w, 1, 256 * 1024, 48 * 1024, 45);
+  auto b0 = w.host(0).engine->AllocateBatch(4);
+  auto b1 = w.host(1).engine->AllocateBatch(4);
+  if (!b0.ok() || !b1.ok()) return "batch";
+  SubmitResult r0 =
+      w.Submit(0, *b0, {MakeReq(w, 0, *s01, OpKind::kWrite, 64 * 1024, 64 * 1024, 48 * 1024)});
+  if (!r0.status.ok()) return "submit h0";
+  // h1 writes once h0's CQ is in error: h0's QPs are in ERR, so h1's WRs
+  // exhaust their retries and h1 reconnects while h0 awaits the recreate.
+  if (!w.RunUntil([&] { return Find(w.host(0).obs->records(), "cq_err", "", from) >= 0; },
+                  1'000'000'000))
+    return "no cq_err";
+  SubmitResult r1 =
+      w.Submit(1, *b1, {MakeReq(w, 1, *s10, OpKind::kWrite, 256 * 1024, 256 * 1024, 48 * 1024)});
+  if (!r1.status.ok()) return "submit h1";
+  TaskStatus st0 = TaskStatus::kPending, st1 = TaskStatus::kPending;
+  w.RunUntil(
+      [&] {
+        st0 = *w.host(0).engine->GetTaskStatus(r0.tasks[0]);
+        st1 = *w.host(1).engine->GetTaskStatus(r1.tasks[0]);
+        return IsTerminal(st0) && IsTerminal(st1);
+      },
+      5'000'000'000);
+  if (st0 != TaskStatus::kCompleted || st1 != TaskStatus::kCompleted)
+    return absl::StrCat("after CQ_ERR: h0 task ", std::string(TaskStatusName(st0)), ", h1 task ",
+                        std::string(TaskStatusName(st1)), "; pending: ",
+                        w.host(0).engine->workers()[0]->PendingReasons().empty()
+                            ? std::string("none")
+                            : w.host(0).engine->workers()[0]->PendingReasons().front());
+  if (!Holds(w, 1, 64 * 1024, 48 * 1024, 44) || !Holds(w, 0, 256 * 1024, 48 * 1024, 45))
+    return "bytes after CQ_ERR";
+  // h0: cq_err, a failed destroy retried, the recreate; the peer's REQ
+  // arrived in between and was parked; no endpoint was created before the
+  // recreate, and the next one became READY after it.
+  const auto& r = w.host(0).obs->records();
+  const std::string k = KeyOf(w, 1);
+  const int64_t err = Find(r, "cq_err", "", from), fail = Find(r, "destroy_failed", k, from),
+                parked = Find(r, "req_parked", k, from), rec = Find(r, "cq_recreated", "", from),
+                create = Find(r, "ep_create", k, from), ready = Find(r, "ep_ready", k, from);
+  if (!(err >= 0 && fail > err && parked > err && rec > fail && rec > parked && create > rec &&
+        ready > create))
+    return absl::StrCat("order cq_err=", err, " destroy_failed=", fail, " req_parked=", parked,
+                        " recreated=", rec, " ep_create=", create, " ready=", ready);
+  if (w.host(0).engine->workers()[0]->QuotaUsed() != 0) return "quota not zero";
+  return Finish(w);
+}
+
+TEST(EngineContracts, CqErrWhilePeerReconnectsBuildsNothingOnTheErroredCq) {
+  for (uint64_t s = 1; s <= 5; ++s)
+    ASSERT_EQ(CqErrWhilePeerReconnects(s, base::Mutations()), "") << "seed " << s;
+}
+
+TEST(EngineContracts, CqErrMutationEndpointOnErroredCqNeverRecovers) {
+  if (!base::Mutations::kCompiledIn) GTEST_SKIP();
+#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
+  base::Mutations m;
+  m.Enable(base::Mutation::kEngineC4EndpointOnErroredCq);
+  const std::string r = CqErrWhilePeerReconnects(1, m);
+  EXPECT_NE(r.find("after CQ_ERR: h0 task PENDING"), std::string::npos) << r;
+  EXPECT_NE(r.find("awaiting the empty poll"), std::string::npos) << r;
+#endif
+}
+
 // Liveness after a fault: host 0 opens host 1's segment afresh and a 16 KiB
 // WRITE of `tag` lands. "" or what failed.
 std::string ReopenAndWrite(TwoEngines& w, uint64_t tag) {

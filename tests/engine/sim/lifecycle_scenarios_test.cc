@@ -107,12 +107,18 @@ sim::NetPlan LossyPlan() {
   return p;
 }
 
-// Both sides open and write to each other at once.
-std::string SimultaneousOpen(uint64_t seed, const base::Mutations& m) {
-  TwoEngines w(seed, LossyPlan(), m, ScenarioConfig());
+// Both sides open and write to each other at once. With `churn`, one
+// modify_qp of ten fails too, so endpoints retire mid-handshake and the next
+// generation reuses the QPNs of the one it replaces (the swarm's seed 13854
+// needed that: without churn a REP never comes from another generation).
+std::string SimultaneousOpen(uint64_t seed, const base::Mutations& m, bool churn = false) {
+  sim::FabricConfig fc = TwoEngines::MakeFabricConfig();
+  if (churn) fc.plan.Set(sim::FaultKind::kModifyQpFail, sim::Ratio{1, 5});
+  TwoEngines w(seed, LossyPlan(), m, ScenarioConfig(), fc);
   auto s01 = w.Open(0, 1);
   auto s10 = w.Open(1, 0);
-  if (!s01.ok() || !s10.ok()) return "open failed";
+  if (!s01.ok() || !s10.ok())
+    return absl::StrCat("open failed: ", s01.status().ToString(), "; ", s10.status().ToString());
   std::vector<std::pair<uint32_t, TaskId>> tasks;
   for (uint32_t h = 0; h < 2; ++h) {
     EngineImpl& e = *w.host(h).engine;
@@ -144,7 +150,31 @@ std::string SimultaneousOpen(uint64_t seed, const base::Mutations& m) {
     for (uint64_t i = 0; i < 40 * 1024; ++i)
       if (w.host(1 - h).buf[64 * 1024 * (h + 1) + i] != Pattern(h, i)) return "bytes wrong";
   // Exactly one READY endpoint per key on each side, each recording the
-  // other's QPNs.
+  // other's QPNs. Under churn a late REQ of a retired generation may still
+  // start a new handshake after the tasks completed: let it settle first.
+  auto owner_ep = [&](uint32_t h) {
+    const std::string peer = w.host(1 - h).addr + "@sim0";
+    return w.host(h).engine->workers()[OwnerForKey(EndpointKey{"sim0", peer}, 2)]->Find(0, peer);
+  };
+  if (churn)
+    (void)w.RunUntil(
+        [&] {
+          for (uint32_t h = 0; h < 2; ++h)
+            if (owner_ep(h) == nullptr || owner_ep(h)->state() != EndpointState::kReady)
+              return false;
+          return true;
+        },
+        100'000'000);
+  if (churn) {
+    // The ground truth first: mispaired QPs are the failure churn can cause.
+    if (std::string v = w.OracleAndViolations(); !v.empty()) return "oracle: " + v;
+    // A side may legitimately be left without an endpoint (its last
+    // handshake failed and nothing asks for a new one): then only the
+    // transfer and the oracle are judged.
+    if (owner_ep(0) == nullptr || owner_ep(0)->state() != EndpointState::kReady ||
+        owner_ep(1) == nullptr || owner_ep(1)->state() != EndpointState::kReady)
+      return Finish(w);
+  }
   const Endpoint* ep[2] = {nullptr, nullptr};
   for (uint32_t h = 0; h < 2; ++h) {
     EngineImpl& e = *w.host(h).engine;
@@ -156,9 +186,19 @@ std::string SimultaneousOpen(uint64_t seed, const base::Mutations& m) {
     if (ep[h] == nullptr || ep[h]->state() != EndpointState::kReady)
       return absl::StrCat("host ", h, " has no READY endpoint");
   }
-  for (uint32_t h = 0; h < 2; ++h)
-    if (!ep[h]->peer() || ep[h]->peer()->qpns != ep[1 - h]->qpns())
+  // QPNs are no identity (a retired generation's are reused): each side
+  // records the other's very endpoint, its generation and its send PSNs.
+  for (uint32_t h = 0; h < 2; ++h) {
+    const Endpoint& other = *ep[1 - h];
+    std::vector<uint32_t> psns;
+    for (const DataQp& q : other.qps()) psns.push_back(q.sq_psn);
+    if (!ep[h]->peer() || ep[h]->peer()->qpns != other.qpns())
       return absl::StrCat("host ", h, " records wrong peer QPNs");
+    if (ep[h]->peer()->generation != other.generation() || ep[h]->peer()->psns != psns)
+      return absl::StrCat("host ", h, " records peer generation ", ep[h]->peer()->generation,
+                          " (the peer's endpoint is generation ", other.generation(),
+                          ") or other PSNs");
+  }
   // Trace: on each side, no post before that side's ep_ready.
   for (uint32_t h = 0; h < 2; ++h) {
     const auto& r = w.host(h).obs->records();
@@ -180,6 +220,64 @@ TEST(EngineSim, C5SimultaneousOpenManySeeds) {
     ASSERT_EQ(r, "") << "seed " << s;
   }
   std::printf("C5: %llu seeds passed\n", static_cast<unsigned long long>(seeds));
+}
+
+constexpr uint64_t kChurnSeeds = 500;
+
+TEST(EngineSim, C5SimultaneousOpenUnderHandshakeChurnManySeeds) {
+  for (uint64_t s = 1; s <= kChurnSeeds; ++s) {
+    std::string r = SimultaneousOpen(s, base::Mutations(), /*churn=*/true);
+    // One loss in five both ways can exhaust a segment open's resends (a
+    // clear DEADLINE_EXCEEDED to the caller, nothing to do with QPs).
+    if (r.find("no descriptor from the peer in time") != std::string::npos) continue;
+    ASSERT_EQ(r, "") << "seed " << s;
+  }
+}
+
+// Churn seed 259 (found by this scenario once it checked generations and
+// PSNs): a REQ of the peer's generation 1, delayed, reached a fresh
+// CONNECTING endpoint after the peer had sent generation 2 and retired 1;
+// accepting it paired our QPs with generation 1's QPNs, which generation 2
+// had reused. A REQ older than a generation already seen is STALE now.
+TEST(EngineSim, C6MutationAcceptOlderGenerationMispairsQps) {
+  if (!base::Mutations::kCompiledIn) GTEST_SKIP();
+#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
+  EXPECT_EQ(SimultaneousOpen(259, base::Mutations(), /*churn=*/true), "");
+  base::Mutations m;
+  m.Enable(base::Mutation::kEngineC6AcceptOlderGeneration);
+  const std::string r = SimultaneousOpen(259, m, /*churn=*/true);
+  EXPECT_EQ(r.rfind("oracle:  violations: mispaired_qps: h0 qpn 17 sends from psn 772060 to h1 qpn 18",
+                    0),
+            0u)
+      << r;
+#endif
+}
+
+// A REP applied onto QPs that were paired with another peer generation
+// (the bug behind seed 13854): the ground truth sees mispaired QPs.
+TEST(EngineSim, C5MutationRepAnyGenerationMispairsQps) {
+  if (!base::Mutations::kCompiledIn) GTEST_SKIP();
+#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
+  base::Mutations m;
+  m.Enable(base::Mutation::kEngineC5RepAnyGeneration);
+  uint64_t caught = 0, first = 0, other = 0;
+  std::string first_r;
+  for (uint64_t s = 1; s <= kChurnSeeds; ++s) {
+    const std::string r = SimultaneousOpen(s, m, /*churn=*/true);
+    if (r.empty()) continue;
+    if (r.find("mispaired_qps") == std::string::npos) ++other;
+    if (caught++ == 0) {
+      first = s;
+      first_r = r;
+    }
+  }
+  EXPECT_GE(caught, 1u);
+  EXPECT_EQ(other, 0u) << "a failure other than mispaired_qps";
+  EXPECT_NE(first_r.find("mispaired_qps"), std::string::npos) << "seed " << first << ": " << first_r;
+  std::printf("C5 rep_any_generation: %llu of %llu seeds fail, first %llu: %.200s\n",
+              static_cast<unsigned long long>(caught), static_cast<unsigned long long>(kChurnSeeds),
+              static_cast<unsigned long long>(first), first_r.c_str());
+#endif
 }
 
 TEST(EngineSim, C5MutationNonOwnerCallFailsTheRun) {
