@@ -562,8 +562,11 @@ void Worker::OnReq(const HandshakeMessage& m, const std::string& from) {
   // REQ): STALE, nothing changes. Accepting it onto a CONNECTING endpoint
   // would pair our QPs with QPNs the peer has reused since (swarm seeds of
   // issue 16; C5SimultaneousOpenUnderHandshakeChurn seed 259).
+  // (Either C6 stale switch turns the gate off: kEngineC6AcceptStale then
+  // reaches the accept table's R5 as it always did.)
   if (NoteGenerationIsOlder(key, m.incarnation, m.generation) &&
-      !Mut(base::Mutation::kEngineC6AcceptOlderGeneration)) {
+      !Mut(base::Mutation::kEngineC6AcceptOlderGeneration) &&
+      !Mut(base::Mutation::kEngineC6AcceptStale)) {
     NoteEvent("stale_req", key, m.incarnation, m.generation);
     SendReply(from, m, HandshakeType::kStale, "");
     return;
