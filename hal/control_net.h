@@ -2,8 +2,8 @@
 // handshakes and segment descriptors, messages between engines addressed by
 // "host:port".
 //
-// Production: TCP (hal/tcp). Sim: sim/control_net (delay, loss, duplication,
-// reordering, partition, paused peer, restart).
+// Production: TCP (hal/tcp/tcp_control_net.h). Sim: sim/net/sim_network.h
+// (delay, loss, duplication, reordering, partition, paused peer, restart).
 //
 // Model: unreliable, unordered datagrams between endpoints addressed by
 // their listen address. A message is delivered whole or not at all; the

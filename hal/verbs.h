@@ -31,9 +31,6 @@
 
 namespace ferry::hal {
 
-// Result of PostSend: `status` is OK when the whole chain was posted; else it
-// is the error of WR number `first_bad` (0-based), and WRs [0, first_bad)
-// were posted.
 // Type of a GID table entry (ibv_gid_type): which protocol a QP whose
 // sgid_index names this entry speaks. RoCE v2 is routable (UDP/IP).
 enum class GidType : uint8_t { kIb, kRoceV1, kRoceV2 };
@@ -55,6 +52,9 @@ struct GidEntry {
   GidType type = GidType::kIb;
 };
 
+// Result of PostSend: `status` is OK when the whole chain was posted; else it
+// is the error of WR number `first_bad` (0-based), and WRs [0, first_bad)
+// were posted.
 struct PostResult {
   absl::Status status;
   uint32_t first_bad = 0;

@@ -117,8 +117,10 @@ struct Options {
   uint64_t poll_us = 0;  // real: pause between status polls (0 = block in WaitBatch)
 };
 
-void Usage() {
-  std::fprintf(stderr,
+// --help prints this to stdout and exits 0; a usage error prints it to
+// stderr and exits 2.
+void Usage(std::FILE* to) {
+  std::fprintf(to,
                "usage: ferry-bench [--mode sim|real] [--seed N] [--block 4096,65536]\n"
                "         [--batch 1,16] [--threads 1,4] [--op write|read|both]\n"
                "         [--point_mib N] [--point_ms N] [--verify] [--workers N] [--qps N]\n"
@@ -614,7 +616,7 @@ int RunReal(const Options& o) {
 #else
   if ((o.role != "target" && o.role != "initiator") || o.listen.empty() ||
       (o.role == "initiator" && o.peer.empty())) {
-    Usage();
+    Usage(stderr);
     return 2;
   }
   auto ctl = hal::TcpControlNet::Create(o.listen);
@@ -751,9 +753,15 @@ int RunReal(const Options& o) {
 }  // namespace ferry::bench
 
 int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--help") {
+      ferry::bench::Usage(stdout);
+      return 0;
+    }
+  }
   auto o = ferry::bench::Parse(argc, argv);
   if (!o) {
-    ferry::bench::Usage();
+    ferry::bench::Usage(stderr);
     return 2;
   }
   return o->mode == "sim" ? ferry::bench::RunSim(*o) : ferry::bench::RunReal(*o);

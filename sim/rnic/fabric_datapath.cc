@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "base/string_view.h"
 #include "base/check.h"
 #include "base/status_macros.h"
 #include "hal/errno_status.h"
@@ -23,8 +24,7 @@
 namespace ferry::sim {
 
 namespace {
-// Debian's Abseil has its own string_view: convert std::string_view for StrCat.
-inline absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+using base::AV;
 }  // namespace
 
 using hal::AsyncEventType;

@@ -11,13 +11,13 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/string_view.h"
 #include "base/check.h"
 
 namespace ferry::sim {
 
 namespace {
-// Debian's Abseil has its own string_view: convert std::string_view for StrCat.
-inline absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+using base::AV;
 }  // namespace
 namespace {
 

@@ -41,6 +41,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "base/string_view.h"
 #include "base/mutation.h"
 #include "engine/task.h"
 #include "ferry/engine.h"
@@ -77,9 +78,8 @@ oracle on after every step, one seeded fault plan per seed.
                      trace hashes
   --families LIST    fault families a seed may draw (comma-separated, '-'
                      switches one off): rnic, resource_fail, peer_restart,
-                     paused_peer, ctrl, all, none, default (default:
-                     rnic,resource_fail,peer_restart,ctrl; paused_peer finds
-                     an engine bug not fixed yet)
+                     paused_peer, ctrl, device, all, none, default
+                     (default: all six)
   --round-ns N       period of the first wave's submit rounds (default
                      1000000; part of the replay key)
   --trace            with --seed: print the run's events, readable
@@ -98,7 +98,8 @@ never came up, a leak at shutdown); 4 crash (FERRY_CHECK failure or a
 signal); 5 nondeterminism (--mode determinism: two runs of one seed gave
 different trace hashes); 6 an output file could not be written. A sweep
 exits with the worst class seen: safety, crash, nondeterminism, liveness.
-A test build (ferry-sim-mut) reads FERRY_MUTATION=<name> (base/mutation.h).
+A test build (ferry-sim-mut) reads FERRY_MUTATION=<name>[,<name>...]
+(base/mutation.h).
 )";
 
 enum class Mode : uint8_t { kSwarm, kDeterminism };
@@ -179,8 +180,7 @@ struct SeedResult {
 
 // ------------------------------------------------------------ arguments
 
-// Bookworm's Abseil has its own string_view: StrCat takes that one.
-absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+using base::AV;
 
 bool ParseU64(std::string_view s, uint64_t* out) {
   return absl::SimpleAtoi(absl::string_view(s.data(), s.size()), out);
