@@ -4,7 +4,7 @@
 // What must stay true: these never compile away (release builds included);
 // a failed check prints file:line, the expression, the operands where known,
 // and aborts. Use them for invariants, never for input validation (bad input
-// gets an absl::Status, see DESIGN.md section 8). Bookworm's Abseil has no
+// gets an absl::Status, see docs/design.md section 8). Bookworm's Abseil has no
 // CHECK, so this is the project's own.
 #ifndef FERRY_BASE_CHECK_H_
 #define FERRY_BASE_CHECK_H_

@@ -3,7 +3,7 @@
 // Owns: Fnv1a64 and its incremental form. What must stay true: every hashed
 // decision (owner choice, trace hash, rail choice) uses this function, so the
 // same input gives the same value in every process, build and run
-// (DESIGN.md section 7). Never absl::Hash (seeded per process), never
+// (docs/design.md section 7). Never absl::Hash (seeded per process), never
 // std::hash of pointers.
 #ifndef FERRY_BASE_FNV1A_H_
 #define FERRY_BASE_FNV1A_H_

@@ -2,7 +2,7 @@
 //
 // Given the state of our endpoint for a key (local NIC, peer NIC path), what
 // we recorded about the peer for it, and an incoming REQ, DecideAccept says
-// what the owner does (DESIGN.md section 4, "Accept decision"):
+// what the owner does (docs/design.md section 4, "Accept decision"):
 //
 // row | our endpoint | recorded vs incoming REQ                    | action
 // ----+--------------+---------------------------------------------+-------------------
@@ -26,7 +26,7 @@
 // nothing. kReplyError = reply ERROR, change nothing (a peer never reuses a
 // generation with other QPNs: hostile or corrupt).
 //
-// DESIGN.md's row "CONNECTING | any | accept onto it" is refined into R2,
+// docs/design.md's row "CONNECTING | any | accept onto it" is refined into R2,
 // R2d, R2n, R2s, R6 for a CONNECTING endpoint that already recorded a peer
 // (the passive side waiting for RTU): its QPs are at RTR with that peer's
 // QPNs, which cannot be re-targeted, so only "nothing recorded yet" can be

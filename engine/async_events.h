@@ -1,6 +1,6 @@
 // engine/async_events.h: the one reader of every context's async events:
 // gets each event, acknowledges it at once, and hands it to the owners
-// (DESIGN.md section 4, "Ownership").
+// (docs/design.md section 4, "Ownership").
 //
 // Thread safety: Step() from one thread (the async reader's runtime slot).
 // What must stay true: every event returned by GetAsyncEvent is

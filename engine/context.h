@@ -1,5 +1,5 @@
 // engine/context.h: one device context: device, PD, completion channels,
-// the workers' CQs and the MR table of one local RNIC (DESIGN.md section 4,
+// the workers' CQs and the MR table of one local RNIC (docs/design.md section 4,
 // C7).
 //
 // Owns: every verbs handle of the device except QPs (endpoints own those).
@@ -123,7 +123,7 @@ class Context {
   absl::Status RecreateCq(uint32_t worker, uint32_t i);
 
   // ------------------------------------------------------------ DEVICE_FATAL
-  // Re-enable protocol (DESIGN.md section 4): every owner retires its
+  // Re-enable protocol (docs/design.md section 4): every owner retires its
   // endpoints on this context and parks (stops touching its CQs, QPs and
   // channel); the owner whose Park() completes the count runs Reenable()
   // (closing the device is the evidence for every QP it held) and then

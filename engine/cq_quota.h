@@ -1,4 +1,4 @@
-// engine/cq_quota.h: the CQE quota ledger of one CQ (DESIGN.md section 4,
+// engine/cq_quota.h: the CQE quota ledger of one CQ (docs/design.md section 4,
 // "CQ quota"; contract C4).
 //
 // Every WR Ferry posts is signalled, so each posted WR will produce exactly
@@ -93,7 +93,7 @@ class CqQuota {
   uint64_t PollStarted();
   absl::StatusOr<std::vector<hal::QpHandle>> PollFinished(uint64_t ticket, uint32_t polled);
 
-  // CQ_ERR recovery (DESIGN.md section 4): the CQ's CQEs are lost, so every
+  // CQ_ERR recovery (docs/design.md section 4): the CQ's CQEs are lost, so every
   // QP on it is retired and destroyed (destroy is the only evidence), then
   // the CQ is recreated. Call after that: every tracked QP must be
   // DESTROYED (else kFailedPrecondition naming one, nothing changes); all

@@ -1,6 +1,6 @@
 // engine/endpoint.h: one connection to a peer NIC: N data RC QPs with their
 // FIFOs of posted WRs, the handshake state and the retire ladder
-// (DESIGN.md section 4).
+// (docs/design.md section 4).
 //
 // Owns: the endpoint's QPs (OwnedQp, from the moment CreateQp returned), the
 // per-QP FIFO of posted WR slots and its depth, the identity (key,

@@ -5,7 +5,7 @@
 // the workers, listener and async reader; this class never starts a thread.
 //
 // Thread safety: the public-API methods may be called from any thread; the
-// state they share with workers is the closed list of DESIGN.md section 4:
+// state they share with workers is the closed list of docs/design.md section 4:
 // worker inboxes, task/slice words (atomics), and the MR table and
 // segment/batch tables below, guarded by mu_. Workers(), listener() and
 // async() are stepped by the runtime only.

@@ -1,4 +1,4 @@
-// engine/handles.h: RAII owners of verbs handles (DESIGN.md section 4, C7).
+// engine/handles.h: RAII owners of verbs handles (docs/design.md section 4, C7).
 //
 // Owns: Owned<H>, a move-only holder of one hal handle (context, PD, MR,
 // completion channel, CQ, QP) and the hal::Verbs that made it, plus a
@@ -12,7 +12,7 @@
 // - A handle is owned from the moment the create call returned it: wrap it
 //   at once (Owned<H>(verbs, h, ledger)); nothing else ever frees it.
 // - Reset() destroys the handle at most once. A failed destroy keeps the
-//   handle held (the object is still alive, DESIGN.md section 3) so Reset()
+//   handle held (the object is still alive, docs/design.md section 3) so Reset()
 //   can be retried; a successful one clears it. Reset() on an empty holder is
 //   a no-op returning OK (cleanup is idempotent).
 // - Forget() drops ownership without a destroy call, for objects that died

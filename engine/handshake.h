@@ -1,5 +1,5 @@
 // engine/handshake.h: the REQ/REP/RTU/STALE/ERROR handshake messages and
-// their wire codec (DESIGN.md section 4, "Identity and handshake"; C8).
+// their wire codec (docs/design.md section 4, "Identity and handshake"; C8).
 //
 // Wire format, version 1. Every integer is little-endian, written byte by
 // byte (never memcpy of a struct), so the encoding is the same on every host:

@@ -1,6 +1,6 @@
 // engine/listener.h: reads the ControlNet, decodes control messages and
 // hands handshake messages to their owner worker; answers segment-
-// descriptor requests itself (DESIGN.md section 4). Each step first runs
+// descriptor requests itself (docs/design.md section 4). Each step first runs
 // the engine's tick (the resends and give-ups of background segment
 // refetches, engine/segment_refetch.h); NextTickNs says when the next one
 // is due, so a runtime that steps the listener only on traffic (the sim's)

@@ -4,7 +4,7 @@
 // OwnerForKey: owner = fnv1a64(local NIC, 8 zero bytes, peer NIC path)
 // mod workers. What must stay true: the owner of a key is a pure function of
 // the key and the worker count (same value in every process, build and run:
-// base/fnv1a.h, DESIGN.md section 7); the separator keeps ("ab", "c") and
+// base/fnv1a.h, docs/design.md section 7); the separator keeps ("ab", "c") and
 // ("a", "bc") apart. This is the one owner function: Submit, the listener
 // and the workers all route by it.
 //

@@ -3,7 +3,7 @@
 // Owns: RangeSet (non-overlapping [addr, addr + len) ranges, O(log n)
 // lookup; used for the local MR table and for each peer segment's buffers)
 // and ValidateRequests, which checks every request of a Submit before any is
-// enqueued and gives each its own status (DESIGN.md C8).
+// enqueued and gives each its own status (docs/design.md C8).
 //
 // Checks, in this order (the first failing one is the request's status):
 //   1. opcode is READ or WRITE                         else kInvalidArgument

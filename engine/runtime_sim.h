@@ -1,6 +1,6 @@
 // engine/runtime_sim.h: the sim runtime: each worker, the listener and the
 // async reader of an engine become sim::Actors stepped by the scheduler
-// (DESIGN.md section 4, "Steps and runtimes"; C5).
+// (docs/design.md section 4, "Steps and runtimes"; C5).
 //
 // Owns: the actors, the seeded phase permutation of worker steps, and the
 // observer that binds every CQ and QP to its owner's actor in the simulated

@@ -1,6 +1,6 @@
 // engine/runtime_threads.h: the production runtime: one thread per worker,
 // one listener thread, one async-event thread. The only place in engine/
-// that creates threads, sleeps or blocks in the kernel (DESIGN.md section 4,
+// that creates threads, sleeps or blocks in the kernel (docs/design.md section 4,
 // "Steps and runtimes").
 //
 // Thread safety: Start/Stop from the thread that owns the Engine (Create,

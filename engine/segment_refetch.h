@@ -1,5 +1,5 @@
 // engine/segment_refetch.h: the pure decisions of the segment-descriptor
-// refetch on REM_ACCESS_ERR (DESIGN.md section 4, "Errors, retries, rails":
+// refetch on REM_ACCESS_ERR (docs/design.md section 4, "Errors, retries, rails":
 // "the peer's segment descriptor is fetched again").
 //
 // Owns: nothing but two decisions on values. EngineImpl (engine/engine.cc)

@@ -3,7 +3,7 @@
 // A task (one request) is cut into slices of at most slice_size_bytes; each
 // slice becomes one signalled WR per attempt. The slice word (one atomic
 // 64-bit value) holds the attempt's state, its outcome and the attempt
-// number; every state change is a compare-and-swap on it (DESIGN.md
+// number; every state change is a compare-and-swap on it (docs/design.md
 // section 4):
 //
 //   QUEUED(a) --TryBeginPost--> POSTING(a) --PostAccepted--> POSTED(a)

@@ -9,7 +9,7 @@
 // it to 0 also writes the published status in the same word, so a task
 // publishes exactly once, by one CAS, and only when every slice is RESOLVED
 // or WITHDRAWN with no retry pending (a retry is a slice back in QUEUED,
-// still counted as unresolved) (DESIGN.md section 4, C1).
+// still counted as unresolved) (docs/design.md section 4, C1).
 //
 // Terminal status rule: the latched CANCELED/TIMEOUT if any; else FAILED if
 // any slice failed; else COMPLETED. A late success never changes a latched

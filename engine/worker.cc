@@ -32,7 +32,7 @@ std::string NicOf(std::string_view peer_path) {
   return at == std::string_view::npos ? std::string() : std::string(peer_path.substr(at + 1));
 }
 // Not retried: the slice fails, the endpoint retires, the rail is not
-// penalised (DESIGN.md section 4, "Errors, retries, rails").
+// penalised (docs/design.md section 4, "Errors, retries, rails").
 bool NonRetryable(hal::WcStatus s) {
   return s == hal::WcStatus::kRemAccessErr || s == hal::WcStatus::kLocProtErr ||
          s == hal::WcStatus::kRemInvReqErr || s == hal::WcStatus::kLocLenErr;

@@ -1,4 +1,4 @@
-// engine/worker.h: a steppable owner worker (DESIGN.md section 4,
+// engine/worker.h: a steppable owner worker (docs/design.md section 4,
 // "Ownership", "Steps and runtimes"; C5).
 //
 // Owns: its CQs (cq(worker, i) of every context), its share of the

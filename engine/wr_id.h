@@ -5,7 +5,7 @@
 // new post (a new slice attempt or a new slice in a reused slot). A CQE whose
 // id's generation differs from the slot's current one is stale (a late CQE
 // of an earlier attempt, or of a slice that was freed) and is dropped, never
-// applied to another slice (DESIGN.md section 4; the pointer-as-wr_id
+// applied to another slice (docs/design.md section 4; the pointer-as-wr_id
 // aliasing of tent-internals 2.6 is the bug this prevents).
 //
 // What must stay true: Encode/Decode are exact inverses; generation 0 is

@@ -25,7 +25,7 @@
 //
 // EBUSY is kUnavailable because the verbs call that returns it (destroy_qp,
 // destroy_cq, dealloc_pd) succeeds once the object is no longer referenced:
-// retry with backoff (DESIGN.md section 4, retire ladder).
+// retry with backoff (docs/design.md section 4, retire ladder).
 #ifndef FERRY_HAL_ERRNO_STATUS_H_
 #define FERRY_HAL_ERRNO_STATUS_H_
 

@@ -3,7 +3,7 @@
 //
 // Thread safety: a Verbs implementation is safe to call from several threads
 // at once for different objects, as libibverbs is. Callers own ordering on one
-// object (the engine guarantees one owner per QP and CQ, DESIGN.md C5).
+// object (the engine guarantees one owner per QP and CQ, docs/design.md C5).
 //
 // What must stay true:
 // - Every call returns absl::Status / StatusOr; errno values map to status
@@ -14,7 +14,7 @@
 //   ready; the production runtime waits on WaitFd() instead.
 // - A handle returned by a create call is owned by the caller until the
 //   matching destroy call returns OK. A failed destroy leaves the object alive
-//   and usable (DESIGN.md section 3).
+//   and usable (docs/design.md section 3).
 // - PostSend reports how many WRs of the chain were posted: WRs before the
 //   first bad one are posted, the rest are not.
 #ifndef FERRY_HAL_VERBS_H_

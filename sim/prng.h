@@ -2,7 +2,7 @@
 //
 // Why our own and not <random>: std::*_distribution output differs between
 // standard libraries and versions, and absl::BitGen is seeded per process;
-// a seed must replay identically on every build (DESIGN.md section 7).
+// a seed must replay identically on every build (docs/design.md section 7).
 //
 // The generator is xoshiro256** (Blackman and Vigna), its 256-bit state
 // filled from the seed by four outputs of splitmix64, both written from their

@@ -1,5 +1,5 @@
 // bench/ferry_bench/ferry_bench.cc: ferry-bench, transfers between two
-// engines (DESIGN.md section 9; issue 4 item 9), sweeping block size, batch
+// engines (docs/design.md section 9; issue 4 item 9), sweeping block size, batch
 // size and threads; prints GB/s and p50/p99/p999 batch latency per point,
 // a progress line on stderr, and with --verify checks every byte.
 //

@@ -2,7 +2,7 @@
 //
 // Owns: ferry::EngineConfig (every knob with its documented default) and
 // EngineConfig::Validate(), which Engine::Create calls before touching any
-// device (DESIGN.md C8: a config that breaks an invariant is rejected at
+// device (docs/design.md C8: a config that breaks an invariant is rejected at
 // construction, with a message naming the knob).
 //
 // Thread safety: a plain value type; Validate() is const and reentrant.
@@ -57,7 +57,7 @@ struct EngineConfig {
   // Endpoints on one CQ = ceil(endpoint_store_capacity / cqs_per_worker).
   uint32_t endpoint_store_capacity = 32;
   // CQE quota that retiring (zombie) QPs may hold on one CQ before the owner
-  // escalates (DESIGN.md section 4, "Zombies"). <= cqe_limit.
+  // escalates (docs/design.md section 4, "Zombies"). <= cqe_limit.
   uint32_t zombie_quota_max = 1024;
 
   // ------------------------------------------------------------- requests

@@ -2,7 +2,7 @@
 //
 // An Engine moves bytes between memory registered here and segments of peer
 // engines with one-sided RDMA READ and WRITE, in batches, over every device
-// context and several QPs per peer (DESIGN.md section 4).
+// context and several QPs per peer (docs/design.md section 4).
 //
 // Dependencies are injected (EngineEnv): the same engine code runs on the
 // simulated RNIC and control network (sim/) or on libibverbs, TCP and the
@@ -99,7 +99,7 @@ class Engine {
   // Deregisters the range that starts at `addr`. Errors: kNotFound (no range
   // starts there), kFailedPrecondition (a non-terminal task touches it;
   // nothing changed). Returns only after every device deregistered it, so
-  // the range is fenced against remote access (DESIGN.md, "remote caveat").
+  // the range is fenced against remote access (docs/contract.md, "What Ferry cannot promise").
   absl::Status UnregisterMemory(void* addr);
 
   // The current local segment descriptor (a copy). Never fails after Create.
@@ -121,7 +121,7 @@ class Engine {
   // unknown handle; kFailedPrecondition while a non-terminal task targets
   // it.
   absl::Status CloseSegment(SegmentHandle segment);
-  // Stale descriptors (DESIGN.md section 4, "Errors, retries, rails"): when
+  // Stale descriptors (docs/design.md section 4, "Errors, retries, rails"): when
   // a request on `segment` completes REM_ACCESS_ERR (the peer re-registered
   // its memory, e.g. after DEVICE_FATAL, C7), that request's task still
   // ends FAILED (non-retryable class: the slice is not retried), and the

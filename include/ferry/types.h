@@ -20,7 +20,7 @@ namespace ferry {
 
 // Status of one task (one request of a batch). PENDING is the only
 // non-terminal value; a task publishes exactly one terminal value, once, and
-// never changes it afterwards (DESIGN.md section 4).
+// never changes it afterwards (docs/design.md section 4).
 //   COMPLETED: every byte moved, each slice's own success CQE consumed.
 //   FAILED:    a slice failed non-retryably or ran out of retries. A
 //              REM_ACCESS_ERR (the peer re-registered its memory) is

@@ -119,7 +119,7 @@ Fabric::Fabric(FabricConfig config, Prng prng, VirtualClock* clock, Trace* trace
   FERRY_CHECK_LE(config_.hosts * config_.devices_per_host, 4096u);
   FERRY_CHECK_GE(config_.link_gbps, 1u);
   // Every draw of the RNIC's stream is folded into the run's trace, so the
-  // determinism check sees it (DESIGN.md section 7).
+  // determinism check sees it (docs/design.md section 7).
   if (trace_ != nullptr) prng_.AttachTrace(trace_, kTraceStream);
   hosts_.resize(config_.hosts);
   for (uint32_t h = 0; h < config_.hosts; ++h) {

@@ -8,7 +8,7 @@
 // Fabric.
 //
 // What must stay true (docs/simulator.md has the table rule -> tests):
-// - Every rule of DESIGN.md section 3: the QP state table, post_send chain
+// - Every rule of docs/design.md section 3: the QP state table, post_send chain
 //   semantics, device limits, DMA as packet events over virtual time with
 //   retransmission and partial placement, responder rules, retry budget,
 //   per-QP completion order with seeded interleaving across QPs,
@@ -54,7 +54,7 @@ namespace ferry::sim {
 enum class RnicProfile : uint8_t { kMlx5, kRxe };
 std::string_view RnicProfileName(RnicProfile p);
 
-// Device limits of a profile (DESIGN.md section 3: enforced by the sim).
+// Device limits of a profile (docs/design.md section 3: enforced by the sim).
 hal::DeviceAttr ProfileLimits(RnicProfile p);
 
 struct FabricConfig {
@@ -113,7 +113,7 @@ struct Violation {
 enum class ObjectKind : uint8_t { kContext, kPd, kMr, kCompChannel, kCq, kQp, kCount };
 std::string_view ObjectKindName(ObjectKind k);
 
-// Per-CQ ground truth for the engine's quota check (DESIGN.md section 6).
+// Per-CQ ground truth for the engine's quota check (docs/design.md section 6).
 struct CqTruth {
   uint64_t present = 0;     // CQEs in the CQ now
   uint64_t producible = 0;  // CQEs its live QPs can still produce

@@ -3,7 +3,7 @@
 //
 // Thread safety: plain values; no shared state.
 // What must stay true:
-// - A plan is a pure function of the Prng it is drawn from (DESIGN.md
+// - A plan is a pure function of the Prng it is drawn from (docs/design.md
 //   section 7): same seed, same plan, on every build.
 // - Rates are integer ratios (sim::Ratio), never floating point.
 // - ToString() prints every kind (enabled or not), so a run's printed plan is

@@ -1,5 +1,5 @@
 // sim/rnic/shadow_memory.h: ground truth of who owns which bytes, per 64-byte
-// granule (DESIGN.md section 6), checked by the simulated RNIC at every DMA
+// granule (docs/design.md section 6), checked by the simulated RNIC at every DMA
 // packet event.
 //
 // Thread safety: none (the simulator is single-threaded).

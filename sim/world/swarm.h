@@ -6,7 +6,7 @@
 //
 // Thread safety: none (one run at a time per thread; no shared state).
 // What must stay true:
-// - Determinism (DESIGN.md section 7): RunSwarm(seed, options) depends only
+// - Determinism (docs/design.md section 7): RunSwarm(seed, options) depends only
 //   on its arguments. The plan comes from Prng(seed * 7919 + 1) (the fabric
 //   plan first, then one Fork per runner family, each drawn whether the
 //   family is on or not, so switching a family off leaves the others'

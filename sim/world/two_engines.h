@@ -10,7 +10,7 @@
 // - Every engine actor is registered once, through a fixed per-host slot
 //   that forwards to the host's current runtime, so a restarted process gets
 //   new actors without re-planning the scheduler.
-// - Determinism (DESIGN.md section 7): one root seed (the constructor's)
+// - Determinism (docs/design.md section 7): one root seed (the constructor's)
 //   derives every component's Prng in a fixed order; runner faults
 //   (ScheduleFaults) fire at virtual times through a scheduler actor, in
 //   (time, insertion) order, and each is a trace event.
@@ -18,7 +18,7 @@
 //   serves one-sided operations (the Fabric is its own actor) and its control
 //   endpoint queues inbound messages (SimNetwork::Pause).
 //
-// The oracle (DESIGN.md section 6) runs after every scheduler step of
+// The oracle (docs/design.md section 6) runs after every scheduler step of
 // RunUntil: a task submitted through Submit() has its local buffer Claim()ed
 // in the fabric's shadow memory and Release()d in the step it publishes (so a
 // DMA after publish is a `local_after_release` violation naming the task);
@@ -199,7 +199,7 @@ class TwoEngines {
   const std::vector<Tracked>& tracked() const { return tracked_; }
   const Tracked* TrackedOf(uint32_t h, TaskId id) const;
   uint64_t max_quota() const { return max_quota_; }
-  // Rolling hash of every traced event and PRNG draw (DESIGN.md section 7).
+  // Rolling hash of every traced event and PRNG draw (docs/design.md section 7).
   uint64_t trace_hash() const { return trace_.hash(); }
   const sim::Trace& trace() const { return trace_; }
   // Everything the oracle and fabric saw: "" when clean.

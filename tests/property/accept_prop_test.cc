@@ -1,5 +1,5 @@
 // tests/property/accept_prop_test.cc: DecideAccept (engine/accept.h) against
-// an oracle written independently from the accept table of DESIGN.md
+// an oracle written independently from the accept table of docs/design.md
 // section 4 as refined in docs/architecture.md section 5 (rows R1..R6).
 //
 // Owns: the oracle (a transcription of the table, row by row, not of

@@ -10,7 +10,7 @@
 // (BeginPost, TryWithdrawSlice, TryLatch) and must be refused.
 // What must stay true, after every operation: the task word matches the
 // model; the task publishes exactly once, in the step that makes the last
-// slice final, with the status of DESIGN.md section 4 (first latched
+// slice final, with the status of docs/design.md section 4 (first latched
 // CANCELED/TIMEOUT, else FAILED, else COMPLETED); nothing changes the
 // status or the latch afterwards, a late success included.
 // FERRY_MUTATION=engine_c1_early_publish (publish at latch time) makes it
@@ -79,7 +79,7 @@ struct Model {
     for (const ModelSlice& s : slices) n += s.final() ? 0 : 1;
     return n;
   }
-  // DESIGN.md section 4, in its own words.
+  // docs/design.md section 4, in its own words.
   TaskStatus Rule() const {
     if (latch == TaskStatus::kCanceled || latch == TaskStatus::kTimeout) return latch;
     if (failed) return TaskStatus::kFailed;

@@ -1,4 +1,4 @@
-// tools/ferry-sim/ferry_sim.cc: ferry-sim, the seed-sweep runner (DESIGN.md
+// tools/ferry-sim/ferry_sim.cc: ferry-sim, the seed-sweep runner (docs/design.md
 // sections 6 and 9): runs the swarm workload of sim/world/swarm.h over a
 // range of seeds, prints a progress line, a summary of faults injected and
 // probes hit, and for every failure the seed, its class, its message and the

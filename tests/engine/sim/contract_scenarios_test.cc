@@ -492,7 +492,7 @@ TEST(EngineContracts, C6ErrorReconnectDuplicateStaleAndOneSidedTeardown) {
   for (uint64_t s = 1; s <= 5; ++s) ASSERT_EQ(C6(s, base::Mutations()), "") << "seed " << s;
 }
 
-// Determinism (DESIGN.md section 7): a scenario's trace hash depends on its
+// Determinism (docs/design.md section 7): a scenario's trace hash depends on its
 // seed alone, not on what ran before it in the process.
 TEST(EngineContracts, C6TraceHashIsTheSeedsAlone) {
   uint64_t alone = 0, after = 0, other = 0;
@@ -1321,7 +1321,7 @@ TEST(EngineSwarmRegression, Seed119StaleQpAfterQpnReuse) {
 }
 
 // One root seed derives everything: seed 7 alone and seed 7 after seed 3 in
-// the same process give the same trace hash and verdict (DESIGN.md 7).
+// the same process give the same trace hash and verdict (docs/design.md section 7).
 TEST(EngineSwarm, SeedReplaysAloneAndAfterAnother) {
   simworld::SwarmOptions o;
   o.families = *simworld::SwarmFamilies::Parse("all");

@@ -1,5 +1,5 @@
 // tests/engine/sim/refetch_scenarios_test.cc: segment descriptors refetched
-// on REM_ACCESS_ERR (DESIGN.md section 4, "Errors, retries, rails"), on the
+// on REM_ACCESS_ERR (docs/design.md section 4, "Errors, retries, rails"), on the
 // simulated RNIC and control network with the oracle on at every step and
 // the C9 leak check at the end of each scenario.
 //

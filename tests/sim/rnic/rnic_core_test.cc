@@ -1,4 +1,4 @@
-// tests/sim/rnic/rnic_core_test.cc: the simulated RNIC's rules of DESIGN.md
+// tests/sim/rnic/rnic_core_test.cc: the simulated RNIC's rules of docs/design.md
 // section 3 (state table, posting, limits, DMA packets, responder, retry,
 // completion order, flush, notification, destroy profiles, overrun, async
 // events, device close, QPN reuse, handle misuse), each with an assertion
@@ -893,7 +893,7 @@ TEST_P(Rnic, HandleMisuseFailsTheRun) {
   EXPECT_NE(v.message.find("destroyed"), std::string::npos);
 }
 
-// A stale requester after QPN reuse (DESIGN.md section 4, "QP numbers are
+// A stale requester after QPN reuse (docs/design.md section 4, "QP numbers are
 // never an identity"): host 1 destroys its QP and creates a new one, which
 // gets the same QPN and is connected to a new host-0 QP at new PSNs. Host
 // 0's old QP is still RTS and still aims at that QPN. RC hardware answers a

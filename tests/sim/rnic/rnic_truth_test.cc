@@ -1,5 +1,5 @@
 // tests/sim/rnic/rnic_truth_test.cc: ground truth and the memory oracle on
-// the sim side (DESIGN.md section 6): shadow ownership per 64 bytes checked
+// the sim side (docs/design.md section 6): shadow ownership per 64 bytes checked
 // at every DMA packet event, attributable bytes, per-CQ CQE truth, leak
 // accounting; and the fault plans (swarm draw, printing, script parsing,
 // scripted faults, determinism of a faulty run).
