@@ -1,7 +1,7 @@
 // engine/engine_impl.h: the engine body behind ferry::Engine: contexts,
 // workers, listener, async reader, the MR table, peer segments and batches.
 //
-// Owns: every engine object. Runtimes (runtime_threads, runtime_sim) drive
+// Owns: every engine object. Runtimes (engine/runtime_threads, sim/world/engine_runtime) drive
 // the workers, listener and async reader; this class never starts a thread.
 //
 // Thread safety: the public-API methods may be called from any thread; the

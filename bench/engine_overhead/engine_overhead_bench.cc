@@ -28,7 +28,8 @@
 
 #include "benchmark/benchmark.h"
 #include "engine/engine_impl.h"
-#include "engine/runtime_sim.h"
+#include "sim/entropy.h"
+#include "sim/world/engine_runtime.h"
 #include "hal/types.h"
 #include "hal/verbs.h"
 #include "sim/net/sim_network.h"
@@ -189,9 +190,9 @@ struct EngineBed {
   struct Host {
     std::unique_ptr<hal::Verbs> verbs;
     std::unique_ptr<sim::SimControlNet> ctl;
-    std::unique_ptr<engine::SimEntropy> entropy;
+    std::unique_ptr<sim::SimEntropy> entropy;
     std::unique_ptr<EngineImpl> engine;
-    std::unique_ptr<engine::SimRuntime> rt;
+    std::unique_ptr<simworld::SimRuntime> rt;
     std::vector<uint8_t> buf;
   } hosts[2];
   SegmentHandle seg;
@@ -214,12 +215,12 @@ struct EngineBed {
       hs.buf.assign(bytes, 1);
       hs.ctl = std::move(*net.Bind(h == 0 ? "h0:1000" : "h1:1000"));
       hs.verbs = fabric.NewVerbs(h);
-      hs.entropy = std::make_unique<engine::SimEntropy>(root.Fork());
+      hs.entropy = std::make_unique<sim::SimEntropy>(root.Fork());
       EngineEnv env{hs.verbs.get(), hs.ctl.get(), &clock, hs.entropy.get()};
       auto e = EngineImpl::Create(cfg, env, nullptr, nullptr);
       if (!e.ok()) Fail(e.status().ToString());
       hs.engine = std::move(*e);
-      hs.rt = std::make_unique<engine::SimRuntime>(hs.engine.get(), &fabric, hs.ctl.get(), nullptr,
+      hs.rt = std::make_unique<simworld::SimRuntime>(hs.engine.get(), &fabric, hs.ctl.get(), nullptr,
                                                    1 + 100 * h, root.Fork());
       hs.rt->AddTo(&sched);
       if (!hs.engine->RegisterMemory(hs.buf.data(), hs.buf.size()).ok()) Fail("register");

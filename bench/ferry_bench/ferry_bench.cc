@@ -6,7 +6,7 @@
 // Modes:
 //   --mode sim   one process, two engines (hosts h0 and h1) on the simulated
 //                RNIC and control network, run by the sim runtime
-//                (engine/runtime_sim.h) under the deterministic scheduler.
+//                (sim/world/engine_runtime.h) under the deterministic scheduler.
 //                Prints its seed and plan first; GB/s in virtual time and in
 //                wall-clock time; latency in virtual time. "threads" are
 //                concurrent submit streams (the sim world has no threads).
@@ -57,7 +57,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "engine/engine_impl.h"
-#include "engine/runtime_sim.h"
+#include "sim/entropy.h"
+#include "sim/world/engine_runtime.h"
 #include "ferry/engine.h"
 #include "hal/os/os_entropy.h"
 #include "hal/os/steady_clock.h"
@@ -477,9 +478,9 @@ int RunSim(const Options& o) {
     std::string addr;
     std::unique_ptr<hal::Verbs> verbs;
     std::unique_ptr<sim::SimControlNet> ctl;
-    std::unique_ptr<engine::SimEntropy> entropy;
+    std::unique_ptr<sim::SimEntropy> entropy;
     std::unique_ptr<EngineImpl> engine;
-    std::unique_ptr<engine::SimRuntime> rt;
+    std::unique_ptr<simworld::SimRuntime> rt;
     std::vector<uint8_t> buf;
   };
   Host hosts[2];
@@ -493,7 +494,7 @@ int RunSim(const Options& o) {
     if (!ctl.ok()) return 2;
     hs.ctl = std::move(*ctl);
     hs.verbs = fabric.NewVerbs(h);
-    hs.entropy = std::make_unique<engine::SimEntropy>(root.Fork());
+    hs.entropy = std::make_unique<sim::SimEntropy>(root.Fork());
     EngineEnv env{hs.verbs.get(), hs.ctl.get(), &clock, hs.entropy.get()};
     auto e = EngineImpl::Create(cfg, env, nullptr, nullptr);
     if (!e.ok()) {
@@ -501,7 +502,7 @@ int RunSim(const Options& o) {
       return 2;
     }
     hs.engine = std::move(*e);
-    hs.rt = std::make_unique<engine::SimRuntime>(hs.engine.get(), &fabric, hs.ctl.get(), nullptr,
+    hs.rt = std::make_unique<simworld::SimRuntime>(hs.engine.get(), &fabric, hs.ctl.get(), nullptr,
                                                  1 + 100 * h, root.Fork());
     hs.rt->AddTo(&sched);
     if (absl::Status s = hs.engine->RegisterMemory(hs.buf.data(), hs.buf.size()); !s.ok()) {

@@ -392,8 +392,8 @@ class Run {
     if (plan_.world.ctrl_rates) fault(sim::FaultKind::kCtrlDelay) += nc.sent;
 
     for (const std::string& p : KnownProbes()) r.probes[p] = 0;
-    for (const engine::SimObserver* o : w.observers())
-      for (const engine::LifecycleRecord& rec : o->records()) {
+    for (const SimObserver* o : w.observers())
+      for (const LifecycleRecord& rec : o->records()) {
         if (rec.kind == "post") continue;  // one per WR: not a probe
         ++r.probes[rec.kind];
         r.names[base::Fnv1a64(rec.key)] = rec.key;

@@ -190,9 +190,9 @@ absl::Status TwoEngines::Start(uint32_t h) {
   }
   if (hs.verbs == nullptr) hs.verbs = fabric_.NewVerbs(h);
   if (hs.engine == nullptr) {
-    hs.entropy = std::make_unique<engine::SimEntropy>(root_.Fork());
+    hs.entropy = std::make_unique<sim::SimEntropy>(root_.Fork());
     const uint32_t base = 1 + 100 * h + 1000 * restarts_;
-    hs.obs = std::make_unique<engine::SimObserver>(&fabric_, &trace_, base, hs.addr);
+    hs.obs = std::make_unique<SimObserver>(&fabric_, &trace_, base, hs.addr);
     EngineEnv env{hs.verbs.get(), hs.net.get(), &clock_, hs.entropy.get()};
     auto e = EngineImpl::Create(config_, env, &mutations_, hs.obs.get());
     if (!e.ok()) {
@@ -200,7 +200,7 @@ absl::Status TwoEngines::Start(uint32_t h) {
       return e.status();
     }
     hs.engine = std::move(*e);
-    hs.rt = std::make_unique<engine::SimRuntime>(hs.engine.get(), &fabric_, hs.net.get(),
+    hs.rt = std::make_unique<SimRuntime>(hs.engine.get(), &fabric_, hs.net.get(),
                                                  hs.obs.get(), base, root_.Fork());
     hs.registered = false;
   }
@@ -516,8 +516,8 @@ std::string TwoEngines::ShutdownAndCheckLeaks() {
   return out;
 }
 
-std::vector<const engine::SimObserver*> TwoEngines::observers() const {
-  std::vector<const engine::SimObserver*> out;
+std::vector<const SimObserver*> TwoEngines::observers() const {
+  std::vector<const SimObserver*> out;
   for (const auto& o : dead_obs_) out.push_back(o.get());
   for (const HostState& hs : hosts_)
     if (hs.obs != nullptr) out.push_back(hs.obs.get());

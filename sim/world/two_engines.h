@@ -46,7 +46,8 @@
 #include "absl/status/statusor.h"
 #include "base/mutation.h"
 #include "engine/engine_impl.h"
-#include "engine/runtime_sim.h"
+#include "sim/entropy.h"
+#include "sim/world/engine_runtime.h"
 #include "sim/net/sim_network.h"
 #include "sim/prng.h"
 #include "sim/rnic/fabric.h"
@@ -70,10 +71,10 @@ struct HostState {
   std::string addr;
   std::unique_ptr<hal::Verbs> verbs;
   std::unique_ptr<sim::SimControlNet> net;
-  std::unique_ptr<engine::SimEntropy> entropy;
-  std::unique_ptr<engine::SimObserver> obs;
+  std::unique_ptr<sim::SimEntropy> entropy;
+  std::unique_ptr<SimObserver> obs;
   std::unique_ptr<EngineImpl> engine;
-  std::unique_ptr<engine::SimRuntime> rt;
+  std::unique_ptr<SimRuntime> rt;
   std::vector<uint8_t> buf;
   bool registered = false;   // buf registered with the current engine
   bool paused = false;       // process stopped: its actors are not stepped
@@ -216,7 +217,7 @@ class TwoEngines {
   // Scheduler actor names, by scheduler index (for trace printing).
   const std::vector<std::string>& actor_names() const { return actor_names_; }
   // Every lifecycle record of every incarnation (dead ones first).
-  std::vector<const engine::SimObserver*> observers() const;
+  std::vector<const SimObserver*> observers() const;
   // Engines of every incarnation, dead ones included (their stats stay
   // readable; a dead engine is never stepped again).
   std::vector<EngineImpl*> engines() const;
@@ -250,8 +251,8 @@ class TwoEngines {
   std::vector<std::unique_ptr<SlotActor>> slots_;
   std::unique_ptr<FaultActor> fault_actor_;
   std::vector<std::string> actor_names_;
-  std::vector<std::unique_ptr<engine::SimRuntime>> dead_;
-  std::vector<std::unique_ptr<engine::SimObserver>> dead_obs_;
+  std::vector<std::unique_ptr<SimRuntime>> dead_;
+  std::vector<std::unique_ptr<SimObserver>> dead_obs_;
   // Abandoned engines of dead processes: never destroyed (their verbs
   // handles died with the process), never stepped; read for stats only.
   std::vector<EngineImpl*> dead_engines_;

@@ -73,7 +73,7 @@ def main():
         with open(full, encoding="utf-8") as f:
             text = f.read()
         with open(full, "w", encoding="utf-8") as f:
-            f.write(text.replace('#include "engine/runtime_sim.h"\n', ""))
+            f.write(text.replace('#include "engine/engine_impl.h"\n', ""))
         rc, out = run(script, root)
         if rc != 1 or "known exception no longer occurs" not in out:
             print(f"FAIL: a stale known exception passed (exit {rc}):\n{out}")

@@ -27,6 +27,7 @@ using simworld::Fill;
 using simworld::Holds;
 using simworld::HostState;
 using simworld::kBufBytes;
+using simworld::LifecycleRecord;
 using simworld::MakeReq;
 using simworld::ScenarioConfig;
 using simworld::SlotActor;

@@ -1,6 +1,8 @@
-// engine/runtime_sim.h: the sim runtime: each worker, the listener and the
-// async reader of an engine become sim::Actors stepped by the scheduler
-// (docs/design.md section 4, "Steps and runtimes"; C5).
+// sim/world/engine_runtime.h: the simulation runtime: each worker, the
+// listener and the async reader of an engine become sim::Actors stepped by
+// the scheduler (docs/design.md section 4, "Steps and runtimes"; C5). It
+// lives in sim/world, which may see both the engine and the simulator; the
+// engine knows nothing of it (scripts/check-layers).
 //
 // Owns: the actors, the seeded phase permutation of worker steps, and the
 // observer that binds every CQ and QP to its owner's actor in the simulated
@@ -12,8 +14,8 @@
 // (set_current_actor), and reset to 0 after; worker phases are permuted per
 // step from the seed, so correctness cannot depend on their order; every
 // wait of a worker is its wait set (Runnable/NextWakeNs derive from it).
-#ifndef FERRY_ENGINE_RUNTIME_SIM_H_
-#define FERRY_ENGINE_RUNTIME_SIM_H_
+#ifndef FERRY_SIM_WORLD_ENGINE_RUNTIME_H_
+#define FERRY_SIM_WORLD_ENGINE_RUNTIME_H_
 
 #include <cstdint>
 #include <memory>
@@ -23,23 +25,16 @@
 
 #include "engine/engine_impl.h"
 #include "engine/worker.h"
-#include "hal/entropy.h"
 #include "sim/net/sim_network.h"
 #include "sim/prng.h"
 #include "sim/rnic/fabric.h"
 #include "sim/scheduler.h"
 #include "sim/trace.h"
 
-namespace ferry::engine {
+namespace ferry::simworld {
 
-class SimEntropy final : public hal::Entropy {
- public:
-  explicit SimEntropy(sim::Prng prng) : prng_(std::move(prng)) {}
-  uint64_t Next64() override { return prng_.Next(); }
-
- private:
-  sim::Prng prng_;
-};
+using ::ferry::EngineImpl;
+using engine::LifecycleObserver;
 
 struct LifecycleRecord {
   uint64_t time_ns = 0;
@@ -107,6 +102,6 @@ class SimRuntime {
   std::vector<std::unique_ptr<sim::Actor>> actors_;
 };
 
-}  // namespace ferry::engine
+}  // namespace ferry::simworld
 
-#endif  // FERRY_ENGINE_RUNTIME_SIM_H_
+#endif  // FERRY_SIM_WORLD_ENGINE_RUNTIME_H_

@@ -1,13 +1,19 @@
-// engine/runtime_sim.cc: engine actors for the deterministic scheduler
-// (see runtime_sim.h).
-#include "engine/runtime_sim.h"
+// sim/world/engine_runtime.cc: engine actors for the deterministic scheduler
+// (see engine_runtime.h).
+#include "sim/world/engine_runtime.h"
 
 #include <span>
 
 #include "base/check.h"
 #include "base/fnv1a.h"
 
-namespace ferry::engine {
+namespace ferry::simworld {
+
+using engine::kDefaultPhases;
+using engine::Phase;
+using engine::PhaseOrder;
+using engine::WaitSet;
+using engine::Worker;
 
 namespace {
 constexpr uint64_t kWorkerStepNs = 500;
@@ -148,4 +154,4 @@ void SimRuntime::AddTo(sim::Scheduler* scheduler) {
   for (auto& a : actors_) scheduler->AddActor(a.get());
 }
 
-}  // namespace ferry::engine
+}  // namespace ferry::simworld
