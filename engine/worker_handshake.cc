@@ -1,0 +1,437 @@
+// engine/worker_handshake.cc: endpoint creation and the handshake: REQ, REP, RTU,
+// STALE/ERROR, the C6 accept table and its gates
+// (see worker.h for what must stay true).
+#include <algorithm>
+#include <array>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/check.h"
+#include "engine/accept.h"
+#include "engine/worker.h"
+#include "engine/worker_internal.h"
+#include "engine/wr_id.h"
+
+namespace ferry::engine {
+
+using namespace worker_internal;  // NOLINT(build/namespaces): the worker's own helpers
+
+absl::StatusOr<Endpoint*> Worker::NewEndpoint(const Key& key) {
+  Context* c = env_->contexts[key.first];
+  // A CQ in error (CQ_ERR) is never polled again and is recreated only
+  // once every QP on it is destroyed: a QP created on it now would block
+  // that recovery for good and its WRs would never see evidence (seeds
+  // 39767, 44157). No endpoint until the CQ is recreated.
+  if (CqRecovering(key.first)) {
+    return absl::UnavailableError("the CQ is being recreated after CQ_ERR");
+  }
+  uint32_t& gen = last_generation_[key];
+  gen = NextGeneration(gen);
+  QpParams p;
+  p.pd = c->pd();
+  p.cq = c->cq(id_, 0);
+  p.wr_depth = cfg_.wr_depth;
+  p.port_num = c->port_num();
+  p.sgid_index = static_cast<uint8_t>(c->gid_index());
+  p.local_mtu = c->active_mtu();
+  p.timeout_exp = cfg_.qp_timeout_exp;
+  p.retry_cnt = cfg_.qp_retry_cnt;
+  p.rnr_retry = cfg_.qp_rnr_retry;
+  std::unique_ptr<Endpoint> leftover;
+  auto made = Endpoint::Create(env_->verbs, env_->ledger, env_->entropy, p, cfg_.qps_per_endpoint,
+                               key.first, key.second, gen, &next_qp_uid_, &leftover);
+  const uint64_t now = env_->clock->NowNs();
+  auto track = [this](Endpoint* ep) {
+    CqQuota& ledger = Ledger(ep->cq());
+    for (uint32_t i = 0; i < ep->qps().size(); ++i) {
+      const hal::QpHandle qp = ep->qps()[i].qp.get();
+      qp_by_uid_[ep->qps()[i].uid] = QpRef{ep, i, qp};
+      uid_by_qp_[qp.id] = ep->qps()[i].uid;
+      FERRY_CHECK(ledger.AddQp(qp).ok());
+      if (env_->observer != nullptr) env_->observer->OnQpCreated(id_, qp);
+    }
+  };
+  if (!made.ok()) {
+    if (leftover != nullptr) {
+      // Half-built: its QPs go through the retire ladder (a destroy can
+      // fail and is retried there), never dropped with a failed destroy.
+      Endpoint* half = leftover.get();
+      track(half);
+      half->BeginRetire(RetireReason::kHandshakeFailed, now, cfg_.drain_timeout_ns);
+      for (const DataQp& q : half->qps())
+        FERRY_CHECK(Ledger(half->cq()).MarkRetiring(q.qp.get()).ok());
+      NoteEvent("ep_retire", key, gen, static_cast<uint64_t>(RetireReason::kHandshakeFailed));
+      retiring_.push_back(std::move(leftover));
+    }
+    return made.status();
+  }
+  Endpoint* raw = made->get();
+  track(raw);
+  raw->handshake_deadline_ns =
+      now + cfg_.handshake_timeout_ns * (uint64_t{cfg_.handshake_retries} + 1);
+  raw->next_resend_ns = now + cfg_.handshake_timeout_ns;
+  raw->last_used_ns = now;
+  // The store decides eviction: idle victims first (no posted WRs, no
+  // queued slices); the victim retires and its key is free at once.
+  auto idle = [this](const EndpointKey& k, const std::unique_ptr<Endpoint>& ep) {
+    auto it = pending_.find(Key{ep->context(), k.peer_nic_path});
+    return ep->Outstanding() == 0 && (it == pending_.end() || it->second.empty());
+  };
+  auto ins = stores_[key.first]->Insert(StoreKey(key), std::move(*made), idle);
+  FERRY_CHECK(ins.ok());
+  NoteEvent("ep_create", key, gen, 0);
+  if (ins->has_value()) {
+    std::unique_ptr<Endpoint> victim = std::move((*ins)->value);
+    const Key vkey{victim->context(), victim->peer_path()};
+    ++stats_.evictions;
+    NoteEvent("ep_evict", vkey, victim->generation(), (*ins)->was_idle ? 1 : 0);
+    Endpoint* v = victim.get();
+    v->BeginRetire(RetireReason::kEvicted, now, cfg_.drain_timeout_ns);
+    for (const DataQp& q : v->qps()) FERRY_CHECK(Ledger(v->cq()).MarkRetiring(q.qp.get()).ok());
+    NoteEvent("ep_retire", vkey, v->generation(), static_cast<uint64_t>(RetireReason::kEvicted));
+    retiring_.push_back(std::move(victim));
+    CheckZombies(v->cq());
+  }
+  return raw;
+}
+
+bool Worker::CqRecovering(uint32_t ctx) const {
+  return errored_cqs_.contains(env_->contexts[ctx]->cq(id_, 0).id) &&
+         !Mut(base::Mutation::kEngineC4EndpointOnErroredCq);
+}
+
+bool Worker::StoreHasRoom(uint32_t ctx) const {
+  const Store& st = *stores_[ctx];
+  if (st.size() < st.capacity()) return true;
+  // Full: an active open may evict only an idle endpoint (no posted WRs,
+  // no queued slices). Evicting a busy one for another busy key would let
+  // two keys evict each other forever.
+  bool idle = false;
+  st.ForEach([&](const EndpointKey& k, const std::unique_ptr<Endpoint>& ep, bool) {
+    auto it = pending_.find(Key{ep->context(), k.peer_nic_path});
+    idle = idle || (ep->Outstanding() == 0 && (it == pending_.end() || it->second.empty()));
+  });
+  return idle;
+}
+
+void Worker::Send(const std::string& to, const HandshakeMessage& m, std::vector<uint8_t>* keep) {
+  auto bytes = EncodeHandshake(m);
+  FERRY_CHECK(bytes.ok());  // we only build valid messages
+  (void)env_->net->Send(to, *bytes);
+  if (keep != nullptr) *keep = std::move(*bytes);
+}
+
+void Worker::SendReq(Endpoint* ep) {
+  Context* c = env_->contexts[ep->context()];
+  HandshakeMessage req;
+  req.type = HandshakeType::kReq;
+  req.incarnation = env_->incarnation;
+  req.generation = ep->generation();
+  req.src_nic_path = env_->net->LocalAddress() + "@" + c->device();
+  req.dst_nic = NicOf(ep->peer_path());
+  for (size_t i = 0; i < ep->qps().size(); ++i)
+    req.qps.push_back(HandshakeQp{ep->qps()[i].qpn, ep->qps()[i].sq_psn});
+  req.gid = c->gid();
+  req.lid = c->lid();
+  req.mtu = c->active_mtu();
+  ep->active = true;
+  Send(AddressOf(ep->peer_path()), req, &ep->req_bytes);
+}
+
+void Worker::SendRep(Endpoint* ep, const HandshakeMessage& req, const std::string& from) {
+  Context* c = env_->contexts[ep->context()];
+  HandshakeMessage rep;
+  rep.type = HandshakeType::kRep;
+  rep.incarnation = env_->incarnation;
+  rep.generation = ep->generation();
+  rep.echo_incarnation = req.incarnation;
+  rep.echo_generation = req.generation;
+  rep.src_nic_path = env_->net->LocalAddress() + "@" + c->device();
+  rep.dst_nic = NicOf(req.src_nic_path);
+  for (size_t i = 0; i < ep->qps().size(); ++i)
+    rep.qps.push_back(HandshakeQp{ep->qps()[i].qpn, ep->qps()[i].sq_psn});
+  rep.gid = c->gid();
+  rep.lid = c->lid();
+  rep.mtu = c->active_mtu();
+  Send(from, rep, &ep->rep_bytes);
+  NoteEvent("rep_sent", Key{ep->context(), ep->peer_path()}, ep->generation(), req.generation);
+}
+
+void Worker::SendRtu(Endpoint* ep, const HandshakeMessage& rep, const std::string& from) {
+  HandshakeMessage rtu;
+  rtu.type = HandshakeType::kRtu;
+  rtu.incarnation = env_->incarnation;
+  rtu.generation = ep->generation();
+  rtu.echo_incarnation = rep.incarnation;
+  rtu.echo_generation = rep.generation;
+  rtu.src_nic_path = env_->net->LocalAddress() + "@" + NicName(ep->context());
+  rtu.dst_nic = NicOf(rep.src_nic_path);
+  Send(from, rtu, nullptr);
+  NoteEvent("rtu_sent", Key{ep->context(), ep->peer_path()}, ep->generation(), rep.generation);
+}
+
+void Worker::SendReply(const std::string& from, const HandshakeMessage& req, HandshakeType type,
+                       std::string_view why) {
+  HandshakeMessage r;
+  r.type = type;
+  r.incarnation = env_->incarnation;
+  r.generation = 0;
+  r.echo_incarnation = req.incarnation;
+  r.echo_generation = req.generation;
+  r.src_nic_path = env_->net->LocalAddress() + "@" + req.dst_nic;
+  r.dst_nic = NicOf(req.src_nic_path);
+  if (type == HandshakeType::kError) {
+    r.error_code = absl::StatusCode::kFailedPrecondition;
+    r.error_message = std::string(why.substr(0, kErrorMessageBytesMax));
+  }
+  auto bytes = EncodeHandshake(r);
+  if (bytes.ok()) (void)env_->net->Send(from, *bytes);
+}
+
+void Worker::Accept(Endpoint* ep, const HandshakeMessage& req, const std::string& from) {
+  absl::Status s = ep->ToRtr(PeerFrom(req));
+  if (!s.ok()) {
+    SendReply(from, req, HandshakeType::kError, "rtr_failed");
+    Retire(ep, RetireReason::kHandshakeFailed);
+    return;
+  }
+  SendRep(ep, req, from);
+}
+
+void Worker::RememberReplaced(const Key& key, uint64_t incarnation) {
+  auto [it, fresh] = replaced_.try_emplace(key);
+  if (fresh) {
+    replaced_order_.push_back(key);
+    if (replaced_order_.size() > kReplacedKeysMax) {
+      replaced_.erase(replaced_order_.front());
+      replaced_order_.pop_front();
+    }
+  }
+  auto& list = replaced_[key];
+  if (std::find(list.begin(), list.end(), incarnation) != list.end()) return;
+  list.push_back(incarnation);
+  if (list.size() > kReplacedPerKeyMax) list.pop_front();
+}
+
+bool Worker::NoteGenerationIsOlder(const Key& key, uint64_t incarnation, uint64_t generation) {
+  auto [it, fresh] = peer_gen_seen_.try_emplace(key, incarnation, generation);
+  if (fresh) {
+    peer_gen_order_.push_back(key);
+    if (peer_gen_order_.size() > kReplacedKeysMax) {
+      peer_gen_seen_.erase(peer_gen_order_.front());
+      peer_gen_order_.pop_front();
+    }
+    return false;
+  }
+  auto& [inc, gen] = it->second;
+  if (inc != incarnation) {
+    // Another incarnation: a restarted peer starts its generations afresh
+    // (an older incarnation's REQ is caught by WasReplaced).
+    inc = incarnation;
+    gen = generation;
+    return false;
+  }
+  if (generation < gen) return true;
+  gen = generation;
+  return false;
+}
+
+bool Worker::WasReplaced(const Key& key, uint64_t incarnation) const {
+  auto it = replaced_.find(key);
+  return it != replaced_.end() &&
+         std::find(it->second.begin(), it->second.end(), incarnation) != it->second.end();
+}
+
+void Worker::OnReq(const HandshakeMessage& m, const std::string& from) {
+  const std::optional<uint32_t> ctx = ContextOfNic(m.dst_nic);
+  if (!ctx || m.qps.size() != cfg_.qps_per_endpoint) {
+    SendReply(from, m, HandshakeType::kError, !ctx ? "unknown_nic" : "qp_count");
+    return;
+  }
+  const Key key{*ctx, m.src_nic_path};
+  NoteEvent("req_recv", key, m.incarnation, m.generation);
+  if (rails_[*ctx].parked) {
+    // The device is being closed and re-opened (DEVICE_FATAL): no endpoint
+    // can be built on it now (its CQs and their ledgers are being
+    // replaced). The peer resends its REQ until the handshake timeout.
+    NoteEvent("req_parked", key, m.incarnation, m.generation);
+    return;
+  }
+  // C6: a REQ from an incarnation this key already replaced is a delayed
+  // REQ of the peer's previous process: STALE, nothing changes.
+  if (WasReplaced(key, m.incarnation) && !Mut(base::Mutation::kEngineC6AcceptStale)) {
+    NoteEvent("stale_req", key, m.incarnation, m.generation);
+    SendReply(from, m, HandshakeType::kStale, "");
+    return;
+  }
+  // C6: a REQ of a generation older than one this incarnation of the peer
+  // already sent comes from an endpoint it gave up (a delayed or reordered
+  // REQ): STALE, nothing changes. Accepting it onto a CONNECTING endpoint
+  // would pair our QPs with QPNs the peer has reused since (swarm seeds of
+  // issue 16; C5SimultaneousOpenUnderHandshakeChurn seed 259).
+  // (Either C6 stale switch turns the gate off: kEngineC6AcceptStale then
+  // reaches the accept table's R5 as it always did.)
+  if (NoteGenerationIsOlder(key, m.incarnation, m.generation) &&
+      !Mut(base::Mutation::kEngineC6AcceptOlderGeneration) &&
+      !Mut(base::Mutation::kEngineC6AcceptStale)) {
+    NoteEvent("stale_req", key, m.incarnation, m.generation);
+    SendReply(from, m, HandshakeType::kStale, "");
+    return;
+  }
+  Endpoint* ep = Peek(key);
+  LocalEndpointState state = LocalEndpointState::kNone;
+  RecordedPeer rec;
+  if (ep != nullptr) {
+    state = ep->state() == EndpointState::kReady ? LocalEndpointState::kReady
+                                                 : LocalEndpointState::kConnecting;
+    if (ep->peer().has_value()) {
+      rec.known = true;
+      rec.incarnation = ep->peer()->incarnation;
+      rec.generation = ep->peer()->generation;
+      rec.qpns = ep->peer()->qpns;
+    }
+  }
+  const std::vector<uint32_t> qpns = QpnsOf(m);
+  const AcceptDecision d =
+      DecideAccept(state, rec, IncomingReq{m.incarnation, m.generation, qpns}, env_->mutations);
+  switch (d.action) {
+    case AcceptAction::kDuplicate:
+      NoteEvent("dup_req", key, m.incarnation, m.generation);
+      if (ep->rep_bytes.empty()) {
+        SendRep(ep, m, from);
+      } else {
+        (void)env_->net->Send(from, ep->rep_bytes);
+      }
+      return;
+    case AcceptAction::kReplyStale:
+      NoteEvent("stale_req", key, m.incarnation, m.generation);
+      SendReply(from, m, HandshakeType::kStale, "");
+      return;
+    case AcceptAction::kReplyError:
+      NoteEvent("error_req", key, m.incarnation, m.generation);
+      SendReply(from, m, HandshakeType::kError, "qpns_differ");
+      return;
+    case AcceptAction::kAcceptOnConnecting:
+      Accept(ep, m, from);
+      return;
+    case AcceptAction::kRetireAndServe:
+      if (rec.known && rec.incarnation != m.incarnation) RememberReplaced(key, rec.incarnation);
+      Retire(ep, RetireReason::kSuperseded);
+      break;
+    case AcceptAction::kFreshEndpoint:
+      break;
+  }
+  if (shutdown_) {
+    SendReply(from, m, HandshakeType::kError, "shutting_down");
+    return;
+  }
+  if (CqRecovering(*ctx)) {
+    // CQ_ERR recovery in progress: like a parked device, the peer resends
+    // its REQ until the handshake timeout.
+    NoteEvent("req_parked", key, m.incarnation, m.generation);
+    return;
+  }
+  auto fresh = NewEndpoint(key);
+  if (!fresh.ok()) {
+    SendReply(from, m, HandshakeType::kError, "no_endpoint");
+    return;
+  }
+  Accept(*fresh, m, from);
+}
+
+void Worker::OnRep(const HandshakeMessage& m, const std::string& from) {
+  const std::optional<uint32_t> ctx = ContextOfNic(m.dst_nic);
+  if (!ctx) return;
+  const Key key{*ctx, m.src_nic_path};
+  NoteEvent("rep_recv", key, m.generation, m.echo_generation);
+  Endpoint* ep = Peek(key);
+  if (ep == nullptr || ep->generation() != m.echo_generation ||
+      m.echo_incarnation != env_->incarnation) {
+    NoteEvent("rep_dropped", key, m.generation, m.echo_generation);
+    return;
+  }
+  if (ep->state() == EndpointState::kReady) {
+    // Our RTU was lost: the peer resends its REP. Resend the RTU only if
+    // the REP is the one we applied.
+    if (ep->peer() && ep->peer()->generation == m.generation &&
+        ep->peer()->incarnation == m.incarnation)
+      SendRtu(ep, m, from);
+    return;
+  }
+  if (ep->state() != EndpointState::kConnecting) return;
+  (void)NoteGenerationIsOlder(key, m.incarnation, m.generation);
+  if (m.qps.size() != ep->qps().size()) {
+    Retire(ep, RetireReason::kHandshakeFailed);
+    return;
+  }
+  const PeerInfo peer = PeerFrom(m);
+  if (ep->peer().has_value()) {
+    // Simultaneous open: we accepted the peer's REQ already and our QPs are
+    // at RTR with that REQ's QPNs and PSNs. The REP must come from the very
+    // endpoint that REQ came from: same incarnation, generation, QPNs and
+    // PSNs. QPNs alone are no identity: a peer that retired the endpoint of
+    // that REQ reuses its QPNs for the next generation, and our RTR PSNs
+    // would not match its send PSNs (seed 13854). Else start over.
+    const bool same_endpoint =
+        ep->peer()->incarnation == peer.incarnation && ep->peer()->qpns == peer.qpns &&
+        ((ep->peer()->generation == peer.generation && ep->peer()->psns == peer.psns) ||
+         Mut(base::Mutation::kEngineC5RepAnyGeneration));
+    if (!same_endpoint) {
+      NoteEvent("rep_mismatch", key, m.generation, ep->peer()->generation);
+      Retire(ep, RetireReason::kHandshakeFailed);
+      return;
+    }
+  } else if (!ep->ToRtr(peer).ok()) {
+    Retire(ep, RetireReason::kHandshakeFailed);
+    return;
+  }
+  if (!ep->ToRts().ok()) {
+    Retire(ep, RetireReason::kHandshakeFailed);
+    return;
+  }
+  ep->MarkReady();
+  ++stats_.handshakes_done;
+  NoteEvent("ep_ready", key, ep->generation(), m.generation);
+  SendRtu(ep, m, from);
+}
+
+void Worker::OnRtu(const HandshakeMessage& m, const std::string& from) {
+  (void)from;
+  const std::optional<uint32_t> ctx = ContextOfNic(m.dst_nic);
+  if (!ctx) return;
+  const Key key{*ctx, m.src_nic_path};
+  NoteEvent("rtu_recv", key, m.generation, m.echo_generation);
+  Endpoint* ep = Peek(key);
+  if (ep == nullptr || ep->generation() != m.echo_generation ||
+      m.echo_incarnation != env_->incarnation || ep->state() != EndpointState::kConnecting ||
+      !ep->peer() || ep->peer()->generation != m.generation ||
+      ep->peer()->incarnation != m.incarnation) {
+    NoteEvent("rtu_dropped", key, m.generation, m.echo_generation);
+    return;
+  }
+  if (!ep->ToRts().ok()) {
+    Retire(ep, RetireReason::kHandshakeFailed);
+    return;
+  }
+  ep->MarkReady();
+  ++stats_.handshakes_done;
+  NoteEvent("ep_ready", key, ep->generation(), m.generation);
+}
+
+void Worker::OnStaleOrError(const HandshakeMessage& m, const std::string& from) {
+  (void)from;
+  const std::optional<uint32_t> ctx = ContextOfNic(m.dst_nic);
+  if (!ctx) return;
+  const Key key{*ctx, m.src_nic_path};
+  NoteEvent("stale_recv", key, static_cast<uint64_t>(m.type), m.echo_generation);
+  Endpoint* ep = Peek(key);
+  // Only an answer to our own REQ of this very endpoint counts: the
+  // handshake failed; the next post makes a fresh endpoint.
+  if (ep == nullptr || ep->state() != EndpointState::kConnecting ||
+      ep->generation() != m.echo_generation || m.echo_incarnation != env_->incarnation ||
+      ep->peer().has_value())
+    return;
+  Retire(ep, RetireReason::kHandshakeFailed);
+}
+
+}  // namespace ferry::engine

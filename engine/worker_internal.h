@@ -1,0 +1,57 @@
+// engine/worker_internal.h: constants and small helpers shared by the
+// worker's source files (worker.cc and worker_*.cc, one job each); private
+// to engine/worker*.
+//
+// What must stay true: everything here is a constant or a pure function.
+#ifndef FERRY_ENGINE_WORKER_INTERNAL_H_
+#define FERRY_ENGINE_WORKER_INTERNAL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "engine/endpoint.h"
+#include "engine/handshake.h"
+#include "hal/types.h"
+
+namespace ferry::engine::worker_internal {
+
+constexpr uint32_t kPollBatch = 32;
+constexpr uint32_t kPollRoundsMax = 64;
+constexpr size_t kInboxDrainMax = 256;
+constexpr uint32_t kPostsPerStepMax = 1024;
+constexpr size_t kReplacedPerKeyMax = 8;
+constexpr size_t kReplacedKeysMax = 4096;
+constexpr uint64_t kParkedRecheckNs = 100'000;
+
+inline std::string AddressOf(std::string_view peer_path) {
+  return std::string(peer_path.substr(0, peer_path.find('@')));
+}
+inline std::string NicOf(std::string_view peer_path) {
+  const size_t at = peer_path.find('@');
+  return at == std::string_view::npos ? std::string() : std::string(peer_path.substr(at + 1));
+}
+// Not retried: the slice fails, the endpoint retires, the rail is not
+// penalised (docs/design.md section 4, "Errors, retries, rails").
+inline bool NonRetryable(hal::WcStatus s) {
+  return s == hal::WcStatus::kRemAccessErr || s == hal::WcStatus::kLocProtErr ||
+         s == hal::WcStatus::kRemInvReqErr || s == hal::WcStatus::kLocLenErr;
+}
+inline PeerInfo PeerFrom(const HandshakeMessage& m) {
+  PeerInfo p;
+  p.incarnation = m.incarnation;
+  p.generation = static_cast<uint32_t>(m.generation);
+  for (const HandshakeQp& q : m.qps) {
+    p.qpns.push_back(q.qpn);
+    p.psns.push_back(q.start_psn);
+  }
+  p.gid = m.gid;
+  p.lid = m.lid;
+  p.mtu = m.mtu;
+  return p;
+}
+
+}  // namespace ferry::engine::worker_internal
+
+#endif  // FERRY_ENGINE_WORKER_INTERNAL_H_

@@ -1,0 +1,171 @@
+// engine/worker_poll.cc: polling CQs, applying completions, and resolving
+// WRs on evidence (C1, C4)
+// (see worker.h for what must stay true).
+#include <algorithm>
+#include <array>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/check.h"
+#include "engine/accept.h"
+#include "engine/worker.h"
+#include "engine/worker_internal.h"
+#include "engine/wr_id.h"
+
+namespace ferry::engine {
+
+using namespace worker_internal;  // NOLINT(build/namespaces): the worker's own helpers
+
+void Worker::PollAll() {
+  const uint64_t now = env_->clock->NowNs();
+  uint64_t outstanding = 0;
+  for (Endpoint* ep : LiveList()) outstanding += ep->Outstanding();
+  for (const auto& ep : retiring_) outstanding += ep->Outstanding();
+  if (outstanding > 0 && last_poll_ns_ != 0)
+    stats_.max_poll_gap_ns = std::max(stats_.max_poll_gap_ns, now - last_poll_ns_);
+  last_poll_ns_ = now;
+  ++stats_.polls;
+  std::array<hal::WorkCompletion, kPollBatch> wcs;
+  for (uint32_t ci = 0; ci < env_->contexts.size(); ++ci) {
+    Context* c = env_->contexts[ci];
+    if (rails_[ci].parked) continue;  // its device is being closed and re-opened
+    for (uint32_t i = 0; i < c->cqs_per_worker(); ++i) {
+      const hal::CqHandle cq = c->cq(id_, i);
+      if (!cq.valid() || errored_cqs_.contains(cq.id)) continue;
+      for (uint32_t rounds = 0; rounds < kPollRoundsMax; ++rounds) {
+        CqQuota& ledger = Ledger(cq);
+        const uint64_t ticket = ledger.PollStarted();
+        auto n = env_->verbs->PollCq(cq, absl::MakeSpan(wcs));
+        if (!n.ok()) {
+          // CQ_ERR: its async event starts the recovery.
+          FERRY_CHECK(ledger.PollFinished(ticket, 1).ok());
+          break;
+        }
+        for (uint32_t k = 0; k < *n; ++k) HandleCqe(wcs[k]);
+        auto forgotten = ledger.PollFinished(ticket, *n);
+        FERRY_CHECK(forgotten.ok());
+        // Evidence: destroyed and the CQ polled empty after the destroy.
+        for (hal::QpHandle qp : *forgotten) DetachDestroyed(qp);
+        if (*n == 0) break;
+      }
+    }
+  }
+}
+
+void Worker::HandleCqe(const hal::WorkCompletion& wc) {
+  ++stats_.cqes;
+  const WrId id = DecodeWrId(wc.wr_id);
+  if (id.slot >= slots_.size() || !slots_[id.slot].in_use ||
+      slots_[id.slot].generation != id.generation) {
+    ++stats_.stale_cqes;
+    return;
+  }
+  Slot& s = slots_[id.slot];
+  Endpoint* ep = s.ep;
+  FERRY_CHECK(ep != nullptr && s.qp_index < ep->qps().size());
+  DataQp& q = ep->qps()[s.qp_index];
+  FERRY_CHECK_EQ(q.uid, s.qp_uid);
+  // Completions of one QP keep post order.
+  FERRY_CHECK(!q.fifo.empty());
+  FERRY_CHECK_EQ(q.fifo.front(), id.slot);
+  q.fifo.pop_front();
+  FERRY_CHECK(Ledger(ep->cq()).ReleaseOnCqe(s.qp).ok());
+  std::shared_ptr<TaskRoute> route = std::move(s.route);
+  const uint32_t slice = s.slice;
+  s.in_use = false;
+  free_slots_.push_back(id.slot);
+  if (wc.status != hal::WcStatus::kSuccess) {
+    const Key key{ep->context(), ep->peer_path()};
+    NoteEvent("cqe_error", key, static_cast<uint64_t>(wc.status), ep->generation());
+    if (ep->state() != EndpointState::kRetiring) {
+      // One endpoint failure event: the rail counts it once (never per
+      // flushed CQE), unless the error is the peer's (non-retryable class).
+      if (!NonRetryable(wc.status)) RailError(ep->context(), env_->clock->NowNs());
+      Retire(ep, RetireReason::kErrorCompletion);
+    }
+  }
+  ResolveAttempt(route, slice, wc.status, false, ep->retire_reason());
+}
+
+void Worker::ResolveAttempt(const std::shared_ptr<TaskRoute>& route, uint32_t slice,
+                            hal::WcStatus st, bool evidence_by_destroy, RetireReason ep_reason) {
+  Task& task = *route->task;
+  Slice& sl = task.mutable_slice(slice);
+  if (!evidence_by_destroy && st == hal::WcStatus::kSuccess) {
+    task.Resolve(slice, SliceOutcome::kSuccess);
+    return;
+  }
+  if (!evidence_by_destroy && NonRetryable(st)) {
+    task.Resolve(slice, SliceOutcome::kFailed);
+    // The peer rejected the rkey: its descriptor is refetched in the
+    // background (the slice stays failed; later submits get the new keys).
+    if (st == hal::WcStatus::kRemAccessErr && env_->remote_access_error)
+      env_->remote_access_error(id_, route->segment, route->segment_version);
+    return;
+  }
+  // A flush (or destroy evidence) on a QP Ferry moved to ERR itself costs
+  // an innocent slice no retry budget; repost_max bounds its attempts.
+  const bool ours = ep_reason == RetireReason::kTimeout || ep_reason == RetireReason::kEvicted ||
+                    ep_reason == RetireReason::kErrorCompletion ||
+                    ep_reason == RetireReason::kSuperseded ||
+                    ep_reason == RetireReason::kShutdown || ep_reason == RetireReason::kCqError;
+  const bool innocent = evidence_by_destroy || (st == hal::WcStatus::kWrFlushErr && ours);
+  if (innocent && ep_reason == RetireReason::kTimeout && !task.latched().has_value() &&
+      Mut(base::Mutation::kEngineC2TimeoutSpills)) {
+    task.Resolve(slice, SliceOutcome::kFailed);  // mutation: the timeout spills
+    return;
+  }
+  if (sl.reposts_used + 1 >= cfg_.repost_max) {
+    task.Resolve(slice, SliceOutcome::kFailed);
+    return;
+  }
+  if (!innocent) {
+    // RETRY_EXC_ERR and other transport errors (and flushes after a QP
+    // error we did not cause): retried on a fresh endpoint, with budget.
+    if (sl.retries_used >= cfg_.retry_count) {
+      task.Resolve(slice, SliceOutcome::kFailed);
+      return;
+    }
+    ++sl.retries_used;
+    NoteEvent("retry", Key{route->context, route->peer_path}, slice, sl.retries_used);
+  } else {
+    NoteEvent("repost", Key{route->context, route->peer_path}, slice, sl.reposts_used + 1);
+  }
+  ++sl.reposts_used;
+  Requeue(route, slice);
+}
+
+void Worker::Requeue(const std::shared_ptr<TaskRoute>& route, uint32_t slice) {
+  route->task->Requeue(slice);
+  if (route->task->slice(slice).Load().state == SliceState::kQueued)
+    pending_[Key{route->context, route->peer_path}].push_front(Pending{route, slice});
+}
+
+void Worker::ResolveFifoByEvidence(DataQp& q, RetireReason why) {
+  // Bounded by the FIFO (at most wr_depth WRs); each slot is freed once.
+  while (!q.fifo.empty()) {
+    const uint32_t slot = q.fifo.front();
+    q.fifo.pop_front();
+    Slot& s = slots_[slot];
+    std::shared_ptr<TaskRoute> route = std::move(s.route);
+    const uint32_t slice = s.slice;
+    s.in_use = false;
+    free_slots_.push_back(slot);
+    ResolveAttempt(route, slice, hal::WcStatus::kWrFlushErr, true, why);
+  }
+}
+
+void Worker::DetachDestroyed(hal::QpHandle qp) {
+  auto uit = uid_by_qp_.find(qp.id);
+  FERRY_CHECK(uit != uid_by_qp_.end());
+  QpRef& ref = qp_by_uid_.at(uit->second);
+  DataQp& q = ref.ep->qps()[ref.index];
+  FERRY_CHECK(q.destroyed && !q.released);
+  const RetireReason why = ref.ep->retire_reason();
+  // The ledger already returned the quota; the WRs resolve on the
+  // evidence "destroyed + empty poll" (C1, C4).
+  ResolveFifoByEvidence(q, why);
+  q.released = true;
+}
+
+}  // namespace ferry::engine

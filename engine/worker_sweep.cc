@@ -1,0 +1,142 @@
+// engine/worker_sweep.cc: deadlines: task timeouts with the C3 stale check,
+// handshake timers and resends, the retire ladder's destroy steps
+// (see worker.h for what must stay true).
+#include <algorithm>
+#include <array>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/check.h"
+#include "engine/accept.h"
+#include "engine/worker.h"
+#include "engine/worker_internal.h"
+#include "engine/wr_id.h"
+
+namespace ferry::engine {
+
+using namespace worker_internal;  // NOLINT(build/namespaces): the worker's own helpers
+
+bool Worker::WrStillOnFifo(const TaskRoute::PostedWr& e) const {
+  auto it = qp_by_uid_.find(e.qp_uid);
+  if (it == qp_by_uid_.end()) return false;
+  if (e.slot >= slots_.size() || !slots_[e.slot].in_use ||
+      slots_[e.slot].generation != e.generation || slots_[e.slot].qp_uid != e.qp_uid)
+    return false;
+  const DataQp& q = it->second.ep->qps()[it->second.index];
+  return std::find(q.fifo.begin(), q.fifo.end(), e.slot) != q.fifo.end();
+}
+
+void Worker::SweepTimeouts(uint64_t now) {
+  // No task can expire before the earliest deadline seen by the last full
+  // sweep (OnSubmit lowers it): most steps skip the walk over tasks_.
+  if (now < next_task_deadline_ns_) return;
+  next_task_deadline_ns_ = UINT64_MAX;
+  for (const auto& t : tasks_) {
+    Task& task = *t->task;
+    if (t->timeout_handled || IsTerminal(task.status())) continue;
+    if (!task.Expired(now)) {
+      next_task_deadline_ns_ = std::min(next_task_deadline_ns_, task.geometry().deadline_ns);
+      continue;
+    }
+    t->timeout_handled = true;
+    if (!task.TryLatch(TaskStatus::kTimeout) && task.latched() != TaskStatus::kTimeout) continue;
+    const Key key{t->context, t->peer_path};
+    NoteEvent("timeout", key, task.slice_count(), t->posted.size());
+    // C3: for each WR the task posted, retire its endpoint (to obtain
+    // evidence) only if that very WR is still on its QP's FIFO.
+    for (const TaskRoute::PostedWr& e : t->posted) {
+      const bool on_fifo = WrStillOnFifo(e);
+      if (!on_fifo && !Mut(base::Mutation::kEngineC3NoStaleCheck)) {
+        ++stats_.stale_sweep_entries;
+        NoteEvent("stale_entry", key, e.slot, e.qp_uid);
+        continue;
+      }
+      auto it = qp_by_uid_.find(e.qp_uid);
+      if (it == qp_by_uid_.end()) continue;
+      Endpoint* ep = it->second.ep;
+      if (ep->state() == EndpointState::kRetiring || ep->state() == EndpointState::kDestroyed)
+        continue;
+      ++stats_.timeout_retires;
+      NoteEvent("timeout_retire", key, ep->generation(), e.qp_uid);
+      Retire(ep, RetireReason::kTimeout);
+    }
+    // C2: only this task's queued slices are withdrawn.
+    std::optional<TaskStatus> published;
+    task.WithdrawQueued(&published);
+  }
+  // Drop finished tasks from the sweep list (order kept).
+  tasks_.erase(std::remove_if(tasks_.begin(), tasks_.end(),
+                              [](const std::shared_ptr<TaskRoute>& t) {
+                                return IsTerminal(t->task->status());
+                              }),
+               tasks_.end());
+}
+
+void Worker::Sweep() {
+  const uint64_t now = env_->clock->NowNs();
+  SweepTimeouts(now);
+  // Handshake timers.
+  std::vector<Endpoint*> failed;
+  for (Endpoint* ep : LiveList()) {
+    if (ep->state() != EndpointState::kConnecting) continue;
+    const Key key{ep->context(), ep->peer_path()};
+    if (now >= ep->handshake_deadline_ns) {
+      failed.push_back(ep);
+      continue;
+    }
+    if (now >= ep->next_resend_ns) {
+      ep->next_resend_ns = now + cfg_.handshake_timeout_ns;
+      if (ep->active && !ep->peer()) {
+        // REQ resent unchanged until a REP or the timeout.
+        (void)env_->net->Send(AddressOf(key.second), ep->req_bytes);
+        ++ep->resends;
+        NoteEvent("req_sent", key, ep->generation(), ep->resends);
+      } else if (!ep->rep_bytes.empty()) {
+        // We accepted and wait for the RTU (or the REP of a simultaneous
+        // open): our REP may be lost; resend it.
+        (void)env_->net->Send(AddressOf(key.second), ep->rep_bytes);
+        if (ep->active) (void)env_->net->Send(AddressOf(key.second), ep->req_bytes);
+      }
+    }
+  }
+  for (Endpoint* ep : failed) Retire(ep, RetireReason::kHandshakeFailed);
+  // Retire ladder; every destroy result goes to the CQ's ledger.
+  ServeParkedContexts();
+  for (auto& ep : retiring_) {
+    if (ep->state() != EndpointState::kRetiring || rails_[ep->context()].parked) continue;
+    std::vector<std::pair<bool, uint32_t>> before;
+    for (const DataQp& q : ep->qps()) before.emplace_back(q.destroyed, q.destroy_failures);
+    ep->RetireStep(now, cfg_.destroy_backoff_min_ns, cfg_.destroy_backoff_max_ns,
+                   Mut(base::Mutation::kEngineC9LeakAtShutdown) && shutdown_);
+    auto lit = quota_.find(ep->cq().id);
+    if (lit == quota_.end()) continue;  // its CQ was recreated: all destroyed
+    CqQuota& ledger = *lit->second;
+    for (size_t i = 0; i < ep->qps().size(); ++i) {
+      DataQp& q = ep->qps()[i];
+      const hal::QpHandle h = qp_by_uid_.at(q.uid).qp;
+      const Key key{ep->context(), ep->peer_path()};
+      if (q.destroyed && !before[i].first) {
+        FERRY_CHECK(ledger.OnDestroyResult(h, true).ok());
+        NoteEvent("qp_destroyed", key, q.qpn, q.fifo.size());
+      }
+      if (q.destroy_failures != before[i].second) {
+        FERRY_CHECK(ledger.OnDestroyResult(h, false).ok());
+        NoteEvent("destroy_failed", key, q.qpn, q.destroy_failures);
+      }
+      // Last resort (off by default): a QP whose destroy kept failing for
+      // destroy_give_up_ns gets its whole device context closed and
+      // re-opened; the close is evidence for every QP on it (C1).
+      Rail& rail = rails_[ep->context()];
+      if (cfg_.reset_context_on_destroy_give_up && !q.destroyed && q.destroy_failures > 0 &&
+          now - q.first_destroy_fail_ns >= cfg_.destroy_give_up_ns && !rail.reset_requested &&
+          env_->reset_context) {
+        rail.reset_requested = true;
+        NoteEvent("destroy_give_up", key, q.qpn, q.destroy_failures);
+        env_->reset_context(ep->context());
+      }
+    }
+  }
+  RecoverErroredCqs();
+}
+
+}  // namespace ferry::engine
