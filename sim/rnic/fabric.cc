@@ -1,7 +1,11 @@
 // sim/rnic/fabric.cc: the simulated RNIC: object tables, the verbs control
-// path (open/close, PD, MR, CQ, QP create/modify/destroy), handle checks and
-// violations, async events, ground-truth queries. The data path (post,
-// packets, retry, completions, faults) is in fabric_datapath.cc.
+// path for devices, PDs, MRs, channels and CQs, handle checks and
+// violations, contexts, async events, ground-truth queries. One file per
+// job for the rest: fabric_qp.cc (the QP state machine: create, modify,
+// query, destroy), fabric_datapath.cc (events, post_send, the requester's
+// packets), fabric_responder.cc, fabric_completion.cc (responses, retry
+// timer, error and flush, CQEs, overrun), fabric_faults.cc (link and
+// scripted faults) and sim_verbs.cc (the hal::Verbs adapter).
 //
 // What must stay true: a failed call changes nothing; every object created is
 // counted in live_/created_ and uncounted exactly once when destroyed (by its
@@ -18,15 +22,12 @@
 #include "base/check.h"
 #include "base/status_macros.h"
 #include "hal/errno_status.h"
+#include "sim/rnic/fabric_internal.h"
 
 namespace ferry::sim {
 
-namespace {
-using base::AV;
-}  // namespace
 
-using hal::AsyncEventType;
-using hal::QpState;
+using namespace fabric_internal;  // NOLINT(build/namespaces): the fabric's own helpers
 
 std::string_view RnicProfileName(RnicProfile p) { return p == RnicProfile::kMlx5 ? "mlx5" : "rxe"; }
 
@@ -99,13 +100,6 @@ std::string_view ObjectKindName(ObjectKind k) {
   return "?";
 }
 
-namespace {
-
-absl::Status Errno(std::string_view call, int err) { return hal::ErrnoToStatus(call, err); }
-
-size_t K(ObjectKind k) { return static_cast<size_t>(k); }
-
-}  // namespace
 
 Fabric::Fabric(FabricConfig config, Prng prng, VirtualClock* clock, Trace* trace)
     : config_(std::move(config)),
@@ -618,339 +612,6 @@ absl::StatusOr<uint32_t> Fabric::VPollCq(uint32_t host, hal::CqHandle cq,
   c.count -= n;
   stats_.cqes_polled += n;
   return n;
-}
-
-// ------------------------------------------------------------------ QPs
-
-absl::StatusOr<hal::QpInfo> Fabric::VCreateQp(uint32_t host, hal::PdHandle pd,
-                                              const hal::QpInitAttr& init) {
-  FERRY_ASSIGN_OR_RETURN(const uint32_t pi, CheckPd(host, pd, "ibv_create_qp"));
-  FERRY_ASSIGN_OR_RETURN(const uint32_t sci, CheckCq(host, init.send_cq, "ibv_create_qp"));
-  FERRY_ASSIGN_OR_RETURN(const uint32_t rci, CheckCq(host, init.recv_cq, "ibv_create_qp"));
-  const uint32_t ci = pds_[pi].ctx;
-  if (cqs_[sci].ctx != ci || cqs_[rci].ctx != ci) {
-    return Violate(ViolationKind::kForeignHandle, "ibv_create_qp: CQ of another context");
-  }
-  Device& d = devices_[ctxs_[ci].dev];
-  const hal::QpCap& cap = init.cap;
-  if (cap.max_send_wr > limits_.max_qp_wr || cap.max_recv_wr > limits_.max_qp_wr ||
-      cap.max_send_sge > limits_.max_sge || cap.max_recv_sge > limits_.max_sge ||
-      cap.max_send_sge > hal::kMaxSgeInline) {
-    return Errno("ibv_create_qp", EINVAL);
-  }
-  if (ctxs_[ci].fatal) return Errno("ibv_create_qp", EIO);
-  if (d.live_qp >= limits_.max_qp) return Errno("ibv_create_qp", ENOMEM);
-  if (InjectFault(FaultKind::kResourceFail)) return Errno("ibv_create_qp", ENOMEM);
-  auto q = std::make_unique<Qp>();
-  q->ctx = ci;
-  q->pd = pi;
-  q->dev = ctxs_[ci].dev;
-  q->host = host;
-  q->send_cq = sci;
-  q->recv_cq = rci;
-  q->cap = cap;
-  if (config_.profile == RnicProfile::kMlx5 && cap.max_send_wr > 0) {
-    q->cap.max_send_wr = std::min(std::bit_ceil(cap.max_send_wr), limits_.max_qp_wr);
-  }
-  q->sq_sig_all = init.sq_sig_all;
-  q->attr.cap = q->cap;
-  q->sq.resize(std::max<uint32_t>(q->cap.max_send_wr, 1));
-  if (!d.free_qpns.empty()) {
-    q->qpn = d.free_qpns.back();
-    d.free_qpns.pop_back();
-  } else {
-    q->qpn = d.next_qpn++;
-  }
-  const uint32_t qi = static_cast<uint32_t>(qps_.size());
-  d.qpn_to_qp[q->qpn] = qi;
-  cqs_[sci].qps.push_back(qi);
-  if (rci != sci) cqs_[rci].qps.push_back(qi);
-  ++pds_[pi].live_children;
-  ++d.live_qp;
-  ++live_[K(ObjectKind::kQp)];
-  ++created_[K(ObjectKind::kQp)];
-  hal::QpInfo info{hal::QpHandle{qi + uint64_t{1}}, q->qpn, q->cap};
-  qps_.push_back(std::move(q));
-  return info;
-}
-
-namespace {
-
-using hal::QpAttrMask;
-constexpr uint32_t kRtrReq = hal::kQpAv | hal::kQpPathMtu | hal::kQpDestQpn | hal::kQpRqPsn |
-                             hal::kQpMaxDestRdAtomic | hal::kQpMinRnrTimer;
-constexpr uint32_t kRtsReq =
-    hal::kQpSqPsn | hal::kQpMaxQpRdAtomic | hal::kQpRetryCnt | hal::kQpRnrRetry | hal::kQpTimeout;
-
-struct Transition {
-  bool valid = false;
-  uint32_t req = 0;
-  uint32_t opt = 0;
-};
-
-// The kernel's qp_state_table, RC entries (drivers/infiniband/core/verbs.c).
-// It has no RESET->ERR entry: rejected with EINVAL in both profiles
-// (measured on rxe, kernel 6.1.0-57; docs/simulator.md section 2).
-Transition Table(QpState cur, QpState next) {
-  using S = QpState;
-  const uint32_t s = hal::kQpState;
-  if (next == S::kReset) return {true, s, 0};
-  if (next == S::kErr) {
-    if (cur == S::kReset) return {};
-    return {true, s, 0};
-  }
-  switch (cur) {
-    case S::kReset:
-      if (next == S::kInit) {
-        return {true, s | hal::kQpPkeyIndex | hal::kQpPort | hal::kQpAccessFlags, 0};
-      }
-      break;
-    case S::kInit:
-      if (next == S::kInit)
-        return {true, 0, hal::kQpPkeyIndex | hal::kQpPort | hal::kQpAccessFlags};
-      if (next == S::kRtr) {
-        return {true, s | kRtrReq, hal::kQpAltPath | hal::kQpAccessFlags | hal::kQpPkeyIndex};
-      }
-      break;
-    case S::kRtr:
-      if (next == S::kRts) {
-        return {true, s | kRtsReq,
-                hal::kQpCurState | hal::kQpAltPath | hal::kQpAccessFlags | hal::kQpMinRnrTimer |
-                    hal::kQpPathMigState};
-      }
-      break;
-    case S::kRts:
-      if (next == S::kRts) {
-        return {true, 0,
-                hal::kQpCurState | hal::kQpAccessFlags | hal::kQpAltPath | hal::kQpPathMigState |
-                    hal::kQpMinRnrTimer};
-      }
-      if (next == S::kSqd) return {true, s, hal::kQpEnSqdAsyncNotify};
-      break;
-    case S::kSqd:
-      if (next == S::kRts) {
-        return {true, s,
-                hal::kQpCurState | hal::kQpAccessFlags | hal::kQpAltPath | hal::kQpMinRnrTimer |
-                    hal::kQpPathMigState};
-      }
-      if (next == S::kSqd) {
-        return {true, 0,
-                hal::kQpPkeyIndex | hal::kQpAv | hal::kQpTimeout | hal::kQpRetryCnt |
-                    hal::kQpRnrRetry | hal::kQpMaxQpRdAtomic | hal::kQpMaxDestRdAtomic |
-                    hal::kQpAltPath | hal::kQpAccessFlags | hal::kQpMinRnrTimer |
-                    hal::kQpPathMigState};
-      }
-      break;
-    case S::kSqe:
-      if (next == S::kRts) return {true, s, hal::kQpCurState | hal::kQpQkey};
-      break;
-    case S::kErr:
-      break;
-  }
-  return {};
-}
-
-}  // namespace
-
-absl::Status Fabric::VModifyQp(uint32_t host, hal::QpHandle qph, const hal::QpAttr& attr,
-                               uint32_t mask) {
-  FERRY_ASSIGN_OR_RETURN(const uint32_t qi, CheckQp(host, qph, "ibv_modify_qp"));
-  Qp& q = *qps_[qi];
-  const QpState cur = q.attr.qp_state;
-  const QpState next = (mask & hal::kQpState) != 0 ? attr.qp_state : cur;
-  Transition t = Table(cur, next);
-  if ((mask & hal::kQpState) == 0) t.req &= ~uint32_t{hal::kQpState};
-  if (!t.valid || (mask & t.req) != t.req || (mask & ~(t.req | t.opt | hal::kQpState)) != 0) {
-    return Errno("ibv_modify_qp", EINVAL);
-  }
-  if ((mask & hal::kQpCurState) != 0 && attr.cur_qp_state != cur) {
-    return Errno("ibv_modify_qp", EINVAL);
-  }
-  if ((mask & hal::kQpTimeout) != 0 && attr.timeout > 31) return Errno("ibv_modify_qp", EINVAL);
-  if ((mask & hal::kQpRetryCnt) != 0 && attr.retry_cnt > 7) return Errno("ibv_modify_qp", EINVAL);
-  if ((mask & hal::kQpRnrRetry) != 0 && attr.rnr_retry > 7) return Errno("ibv_modify_qp", EINVAL);
-  if ((mask & hal::kQpPort) != 0 && attr.port_num != 1) return Errno("ibv_modify_qp", EINVAL);
-  if ((mask & hal::kQpPathMtu) != 0 &&
-      (static_cast<uint8_t>(attr.path_mtu) < 1 || static_cast<uint8_t>(attr.path_mtu) > 5)) {
-    return Errno("ibv_modify_qp", EINVAL);
-  }
-  if ((mask & hal::kQpMaxQpRdAtomic) != 0 && attr.max_rd_atomic > limits_.max_qp_rd_atom) {
-    return Errno("ibv_modify_qp", EINVAL);
-  }
-  uint32_t dst_dev = q.dst_dev;
-  if (next == QpState::kRtr && cur == QpState::kInit) {
-    const Device& d = devices_[q.dev];
-    if (!d.port_up || clock_->NowNs() < d.rtr_fail_until_ns) {
-      return Errno("ibv_modify_qp", ENETUNREACH);
-    }
-    dst_dev = kNone;
-    for (uint32_t i = 0; i < devices_.size(); ++i) {
-      // Any GID of the peer's table addresses it (both are routable in
-      // the sim; docs/simulator.md).
-      if (devices_[i].gid == attr.ah_attr.dgid || devices_[i].link_local_gid == attr.ah_attr.dgid)
-        dst_dev = i;
-    }
-  }
-  if (q.script_modify_fail > 0) {
-    --q.script_modify_fail;
-    CountFault(FaultKind::kModifyQpFail);
-    return Errno("ibv_modify_qp", ETIMEDOUT);
-  }
-  if (InjectFault(FaultKind::kModifyQpFail)) return Errno("ibv_modify_qp", ETIMEDOUT);
-
-  // Apply (nothing above changed state).
-  if (mask & hal::kQpAccessFlags) q.attr.qp_access_flags = attr.qp_access_flags;
-  if (mask & hal::kQpPkeyIndex) q.attr.pkey_index = attr.pkey_index;
-  if (mask & hal::kQpPort) q.attr.port_num = attr.port_num;
-  if (mask & hal::kQpAv) q.attr.ah_attr = attr.ah_attr;
-  if (mask & hal::kQpPathMtu) q.attr.path_mtu = attr.path_mtu;
-  if (mask & hal::kQpDestQpn) q.attr.dest_qp_num = attr.dest_qp_num;
-  if (mask & hal::kQpRqPsn) q.attr.rq_psn = attr.rq_psn & 0xffffff;
-  if (mask & hal::kQpSqPsn) q.attr.sq_psn = attr.sq_psn & 0xffffff;
-  if (mask & hal::kQpMaxDestRdAtomic) q.attr.max_dest_rd_atomic = attr.max_dest_rd_atomic;
-  if (mask & hal::kQpMaxQpRdAtomic) q.attr.max_rd_atomic = attr.max_rd_atomic;
-  if (mask & hal::kQpMinRnrTimer) q.attr.min_rnr_timer = attr.min_rnr_timer;
-  if (mask & hal::kQpTimeout) q.attr.timeout = attr.timeout;
-  if (mask & hal::kQpRetryCnt) q.attr.retry_cnt = attr.retry_cnt;
-  if (mask & hal::kQpRnrRetry) q.attr.rnr_retry = attr.rnr_retry;
-  q.dst_dev = dst_dev;
-  q.attr.qp_state = next;
-  q.attr.cur_qp_state = next;
-
-  if (next == cur) {
-    return absl::OkStatus();
-  }
-  switch (next) {
-    case QpState::kReset:
-      // mlx5 scrubs the QP's CQEs on modify to RESET as on destroy.
-      ResetQpQueues(q);
-      if (config_.profile == RnicProfile::kMlx5) {
-        ScrubCq(q.send_cq, qi);
-        if (q.recv_cq != q.send_cq) ScrubCq(q.recv_cq, qi);
-      }
-      {
-        const hal::QpCap keep = q.cap;
-        q.attr = hal::QpAttr{};
-        q.attr.cap = keep;
-      }
-      q.dst_dev = kNone;
-      q.hung = false;
-      q.flush_dropped = false;
-      q.comm_est_sent = false;
-      break;
-    case QpState::kRtr:
-      q.epsn = q.attr.rq_psn;
-      q.nak_sent = false;
-      q.read_res.clear();
-      q.read_res_next = 0;
-      CheckPairing(qi, q);
-      break;
-    case QpState::kRts:
-      if (cur == QpState::kRtr) {
-        q.psn_base = static_cast<uint32_t>((q.attr.sq_psn - q.next_vpsn) & 0xffffff);
-        q.retries = 0;
-        if (InjectFault(FaultKind::kHungQp)) q.hung = true;
-        CheckPairing(qi, q);
-      }
-      Kick(qi);
-      break;
-    case QpState::kSqd:
-      if (mask & hal::kQpEnSqdAsyncNotify) {
-        RaiseAsync(q.ctx, AsyncEventType::kSqDrained, qi, kNone, 0);
-      }
-      break;
-    case QpState::kErr:
-      EnterErr(qi, q);
-      break;
-    default:
-      break;
-  }
-  return absl::OkStatus();
-}
-
-void Fabric::CheckPairing(uint32_t qi, const Qp& q) {
-  if (q.dst_dev == kNone) return;
-  const uint32_t pi = FindQpByNumber(q.dst_dev, q.attr.dest_qp_num);
-  if (pi == kNone || pi == qi) return;
-  const Qp& p = *qps_[pi];
-  const QpState ps = p.attr.qp_state;
-  if (ps != QpState::kRtr && ps != QpState::kRts && ps != QpState::kSqd) return;
-  if (p.dst_dev != q.dev || p.attr.dest_qp_num != q.qpn) return;  // not a pair
-  // RTR PSNs are set from RTR on; send PSNs from RTS on.
-  auto rts = [](const Qp& x) {
-    return x.attr.qp_state == QpState::kRts || x.attr.qp_state == QpState::kSqd;
-  };
-  auto check = [&](const Qp& sender, const Qp& receiver) {
-    if (!rts(sender) || sender.attr.sq_psn == receiver.attr.rq_psn) return;
-    Violate(ViolationKind::kMispairedQps,
-            absl::StrCat("h", sender.host, " qpn ", sender.qpn, " sends from psn ",
-                         sender.attr.sq_psn, " to h", receiver.host, " qpn ", receiver.qpn,
-                         ", which expects psn ", receiver.attr.rq_psn,
-                         " (connected to each other by number, set up from different "
-                         "handshakes)"))
-        .IgnoreError();
-  };
-  check(q, p);
-  check(p, q);
-}
-
-absl::StatusOr<hal::QpAttr> Fabric::VQueryQp(uint32_t host, hal::QpHandle qph) {
-  FERRY_ASSIGN_OR_RETURN(const uint32_t qi, CheckQp(host, qph, "ibv_query_qp"));
-  hal::QpAttr a = qps_[qi]->attr;
-  a.cur_qp_state = a.qp_state;
-  return a;
-}
-
-void Fabric::FreeQpn(uint32_t dev, uint32_t qpn) {
-  devices_[dev].qpn_to_qp.erase(qpn);
-  devices_[dev].free_qpns.push_back(qpn);
-}
-
-void Fabric::DestroyQpNow(uint32_t qi, bool scrub) {
-  Qp& q = *qps_[qi];
-  FERRY_CHECK(q.alive);
-  DropQpCqes(qi);
-  if (scrub) {
-    ScrubCq(q.send_cq, qi);
-    if (q.recv_cq != q.send_cq) ScrubCq(q.recv_cq, qi);
-  }
-  q.alive = false;
-  std::erase(cqs_[q.send_cq].qps, qi);
-  if (q.recv_cq != q.send_cq) std::erase(cqs_[q.recv_cq].qps, qi);
-  std::erase_if(ctxs_[q.ctx].async_queue, [qi](const AsyncRec& r) { return r.qp == qi; });
-  FreeQpn(q.dev, q.qpn);
-  --pds_[q.pd].live_children;
-  --devices_[q.dev].live_qp;
-  --live_[K(ObjectKind::kQp)];
-  std::vector<Wr>().swap(q.sq);
-  q.done_seq = q.post_seq;
-}
-
-absl::Status Fabric::VDestroyQp(uint32_t host, hal::QpHandle qph) {
-  FERRY_ASSIGN_OR_RETURN(const uint32_t qi, CheckQp(host, qph, "ibv_destroy_qp"));
-  Qp& q = *qps_[qi];
-  if (q.events_unacked > 0) {
-    return Violate(ViolationKind::kUnackedEventsAtDestroy,
-                   absl::StrCat("ibv_destroy_qp: qpn ", q.qpn, " has ", q.events_unacked,
-                                " unacknowledged async events (real verbs would block forever)"));
-  }
-  int fail_errno = 0;
-  if (q.script_destroy_fail > 0) {
-    --q.script_destroy_fail;
-    CountFault(FaultKind::kDestroyQpFail);
-    fail_errno = EBUSY;
-  } else if (InjectFault(FaultKind::kDestroyQpFail)) {
-    fail_errno = prng_.Below(2) == 0 ? EBUSY : EIO;
-  }
-  if (fail_errno != 0) {
-    // The QP stays alive and keeps executing, completing and flushing.
-    if (config_.mutations.on(base::Mutation::kSimDestroyFailSilently)) return absl::OkStatus();
-    return Errno("ibv_destroy_qp", fail_errno);
-  }
-  bool scrub = config_.profile == RnicProfile::kMlx5;
-  if (config_.mutations.on(base::Mutation::kSimScrubUnderRxe)) scrub = true;
-  DestroyQpNow(qi, scrub);
-  return absl::OkStatus();
 }
 
 // ------------------------------------------------------------------ contexts

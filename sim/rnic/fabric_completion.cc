@@ -1,0 +1,370 @@
+// sim/rnic/fabric_completion.cc: responses at the requester (ACK, NAK, READ
+// data, implied NAK), the retry timer, error-then-flush, and completions:
+// per-QP order, seeded interleaving, late CQEs, overrun, scrub.
+//
+// What must stay true: per QP, WRs complete in post order: done_seq only advances
+// from the head, and a QP's CQEs reach its CQ through one FIFO (pending)
+// whose ready times never decrease; a response PSN outside the window is
+// ignored.
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/check.h"
+#include "base/status_macros.h"
+#include "sim/rnic/fabric.h"
+#include "sim/rnic/fabric_internal.h"
+
+namespace ferry::sim {
+
+using namespace fabric_internal;  // NOLINT(build/namespaces): the fabric's own helpers
+
+void Fabric::CompleteHead(uint32_t qi, Qp& q) {
+  Wr& w = q.sq[q.done_seq % q.sq.size()];
+  FERRY_CHECK_EQ(w.seq, q.done_seq);
+  ++q.done_seq;
+  EmitCqe(qi, q, w, WcStatus::kSuccess);
+}
+
+void Fabric::AckUpTo(uint32_t qi, Qp& q, uint64_t last, bool implied_nak) {
+  bool progress = false;
+  while (q.done_seq < q.post_seq && q.ack_vpsn <= last && Executing(q.attr.qp_state)) {
+    Wr& w = q.sq[q.done_seq % q.sq.size()];
+    const uint64_t end = w.vpsn_first + w.npkts;
+    if (w.wr.opcode == hal::Opcode::kRdmaRead) {
+      if (!implied_nak) break;
+      // An ACK beyond an unfinished READ: its response was lost (implied
+      // NAK): retransmit from the READ.
+      ++q.retransmits;
+      ++stats_.retransmits;
+      q.sent_vpsn = q.ack_vpsn;
+      q.send_seq = q.done_seq;
+      Kick(qi);
+      break;
+    }
+    progress = true;
+    if (last + 1 >= end) {
+      q.ack_vpsn = end;
+      CompleteHead(qi, q);
+    } else {
+      q.ack_vpsn = last + 1;
+      break;
+    }
+  }
+  if (progress) {
+    q.retries = 0;
+    q.last_progress_ns = clock_->NowNs();
+  }
+}
+
+void Fabric::OnResp(const Event& e) {
+  Qp& q = *qps_[e.a];
+  if (!q.alive || q.hung || !Executing(q.attr.qp_state)) return;
+  // The wire PSN is read in this QP's own window [ack_vpsn, sent_vpsn_hi):
+  // older is a duplicate, newer was never sent (a stale requester's
+  // response, e.g. after QPN reuse): both are ignored, as hardware does.
+  uint64_t vpsn = e.c;  // mutation sim_resp_to_source: the source's own vpsn, trusted
+  if (!config_.mutations.on(base::Mutation::kSimRespToSource)) {
+    const int32_t ahead = PsnDiff(e.d, (q.psn_base + q.ack_vpsn) & kPsnMask);
+    if (ahead < 0) return;  // a duplicate: everything before ack_vpsn is done
+    vpsn = q.ack_vpsn + static_cast<uint64_t>(ahead);
+    if (vpsn >= q.sent_vpsn_hi) {
+      ++stats_.responses_ignored;
+      return;
+    }
+  }
+  switch (static_cast<RespKind>(e.b)) {
+    case kAck:
+      if (vpsn >= q.ack_vpsn) AckUpTo(e.a, q, vpsn);
+      break;
+    case kReadResp: {
+      if (vpsn > q.ack_vpsn) {
+        // A READ response implicitly acknowledges every earlier request
+        // (IBA 9.7.5.1.2): WRITEs before this READ may have had their
+        // coalesced ACK deferred because this READ was behind them on the
+        // wire. Without this a WRITE followed by a READ waited for the
+        // retry timer with no loss (ferry-bench p999 = the ACK timeout).
+        AckUpTo(e.a, q, vpsn - 1, /*implied_nak=*/false);
+        if (!Executing(q.attr.qp_state)) return;
+      }
+      if (vpsn != q.ack_vpsn || q.done_seq >= q.post_seq) return;
+      Wr& w = q.sq[q.done_seq % q.sq.size()];
+      if (w.wr.opcode != hal::Opcode::kRdmaRead || vpsn < w.vpsn_first ||
+          vpsn >= w.vpsn_first + w.npkts) {
+        return;
+      }
+      const uint64_t mtu =
+          std::min(hal::MtuBytes(q.attr.path_mtu), hal::MtuBytes(config_.active_mtu));
+      const uint64_t off = (vpsn - w.vpsn_first) * mtu;
+      const uint64_t len = off < w.len ? std::min(mtu, w.len - off) : 0;
+      if (len > 0) {
+        const Mr* m = q.dst_dev == kNone
+                          ? nullptr
+                          : ResolveRkey(q.dst_dev, kNone, w.wr.rkey, w.wr.remote_addr, w.len,
+                                        hal::kAccessRemoteRead);
+        if (m == nullptr) {  // target fenced meanwhile: lost, the retry will NAK
+          ++q.path_faults;
+          return;
+        }
+        uint8_t* src = m->addr + (w.wr.remote_addr - reinterpret_cast<uint64_t>(m->addr)) + off;
+        ShadowCheck(src, len, false, "remote source of READ");
+        if (!DmaLocal(e.a, q, w, off, len, src, false)) {
+          FailAndFlush(e.a, q, w.seq, WcStatus::kLocProtErr);
+          return;
+        }
+      }
+      ++q.ack_vpsn;
+      q.retries = 0;
+      q.last_progress_ns = clock_->NowNs();
+      if (q.ack_vpsn == w.vpsn_first + w.npkts) CompleteHead(e.a, q);
+      break;
+    }
+    case kNakSeq:
+      if (vpsn < q.ack_vpsn) return;
+      if (vpsn > q.ack_vpsn) AckUpTo(e.a, q, vpsn - 1);
+      if (!Executing(q.attr.qp_state) || q.sent_vpsn == q.ack_vpsn) return;
+      ++q.retransmits;
+      ++stats_.retransmits;
+      q.sent_vpsn = q.ack_vpsn;
+      q.send_seq = q.done_seq;
+      Kick(e.a);
+      break;
+    case kNakAccess: {
+      if (vpsn < q.ack_vpsn) return;
+      if (vpsn > q.ack_vpsn) AckUpTo(e.a, q, vpsn - 1);
+      if (!Executing(q.attr.qp_state)) return;
+      uint64_t fail = q.done_seq;
+      for (uint64_t s = q.done_seq; s < q.post_seq; ++s) {
+        const Wr& w = q.sq[s % q.sq.size()];
+        if (vpsn >= w.vpsn_first && vpsn < w.vpsn_first + w.npkts) {
+          fail = s;
+          break;
+        }
+      }
+      FailAndFlush(e.a, q, fail, WcStatus::kRemAccessErr);
+      break;
+    }
+  }
+}
+
+void Fabric::OnTimer(const Event& e) {
+  Qp& q = *qps_[e.a];
+  q.timer_pending = false;
+  if (!q.alive || q.hung || !Executing(q.attr.qp_state) || q.attr.timeout == 0 ||
+      q.sent_vpsn == q.ack_vpsn) {
+    return;
+  }
+  const uint64_t deadline = q.last_progress_ns + TimeoutNs(q);
+  if (clock_->NowNs() < deadline) {
+    ArmTimer(e.a, q);
+    return;
+  }
+  if (q.path_faults == 0) ++stats_.timeouts_without_loss;  // a sim bug: see FabricStats
+  // rxe never counts retry_cnt 7 down: it retries forever (rxe_comp.c).
+  const bool forever = config_.profile == RnicProfile::kRxe && q.attr.retry_cnt == 7;
+  if (++q.retries > q.attr.retry_cnt && !forever) {
+    FailAndFlush(e.a, q, q.done_seq, WcStatus::kRetryExcErr);
+    return;
+  }
+  ++q.retransmits;
+  ++stats_.retransmits;
+  q.sent_vpsn = q.ack_vpsn;
+  q.send_seq = q.done_seq;
+  Kick(e.a);
+}
+
+// ------------------------------------------------------------------ errors
+
+void Fabric::FailAndFlush(uint32_t qi, Qp& q, uint64_t fail_seq, WcStatus status) {
+  q.attr.qp_state = QpState::kErr;
+  q.attr.cur_qp_state = QpState::kErr;
+  if (q.hung) return;  // a hung QP neither executes nor flushes
+  const bool no_flush = config_.mutations.on(base::Mutation::kSimNoFlushAfterError);
+  if (no_flush) {
+    if (fail_seq != kNoSeq && fail_seq >= q.done_seq && fail_seq < q.post_seq) {
+      q.done_seq = fail_seq + 1;
+      EmitCqe(qi, q, q.sq[fail_seq % q.sq.size()], status);
+    }
+    return;
+  }
+  const uint64_t end = q.post_seq;
+  SaveSentPayloads(qi, q);
+  for (uint64_t s = q.done_seq; s < end; ++s) {
+    q.done_seq = s + 1;
+    EmitCqe(qi, q, q.sq[s % q.sq.size()], s == fail_seq ? status : WcStatus::kWrFlushErr);
+    if (!q.alive) return;
+  }
+  q.send_seq = q.post_seq;
+  q.sent_vpsn = q.ack_vpsn = q.next_vpsn;
+}
+
+void Fabric::SaveSentPayloads(uint32_t qi, Qp& q) {
+  if (config_.mutations.on(base::Mutation::kSimFetchAfterCompletion)) return;
+  const uint64_t mtu = std::min(hal::MtuBytes(q.attr.path_mtu), hal::MtuBytes(config_.active_mtu));
+  for (uint64_t s = q.done_seq; s < q.post_seq; ++s) {
+    Wr& w = q.sq[s % q.sq.size()];
+    if (w.wr.opcode != hal::Opcode::kRdmaWrite || q.sent_vpsn_hi <= w.vpsn_first) continue;
+    const uint64_t sent_pkts = std::min<uint64_t>(q.sent_vpsn_hi - w.vpsn_first, w.npkts);
+    const uint64_t bytes = std::min(w.len, sent_pkts * mtu);
+    if (bytes == 0) continue;
+    w.sent_payload.resize(bytes);
+    // The task still owns its buffer here (this WR's CQE is not out yet).
+    if (!DmaLocal(qi, q, w, 0, bytes, w.sent_payload.data(), true)) w.sent_payload = {};
+  }
+}
+
+void Fabric::EnterErr(uint32_t qi, Qp& q) { FailAndFlush(qi, q, kNoSeq, WcStatus::kWrFlushErr); }
+
+// ------------------------------------------------------------------ CQEs
+
+void Fabric::EmitCqe(uint32_t qi, Qp& q, const Wr& w, WcStatus status) {
+  if (status == WcStatus::kSuccess && !w.signaled) return;
+  Cqe c;
+  c.qp = qi;
+  c.wr_seq = w.seq;
+  c.wc.wr_id = w.wr.wr_id;
+  c.wc.status = status;
+  c.wc.qp_num = q.qpn;
+  if (status == WcStatus::kSuccess) {
+    c.wc.opcode = w.wr.opcode;
+    c.wc.byte_len = static_cast<uint32_t>(w.len);
+    c.wc.vendor_err = 0;
+  } else if (config_.profile == RnicProfile::kRxe) {
+    // rxe: raw opcode 0 (IBV_WC_SEND, reported as kSend) and vendor_err 0
+    // (softroce.md); byte_len is garbage.
+    c.wc.opcode = hal::Opcode::kSend;
+    c.wc.byte_len = static_cast<uint32_t>(prng_.Next());
+    c.wc.vendor_err = 0;
+  } else {
+    c.wc.opcode = static_cast<hal::Opcode>(prng_.Below(4));
+    c.wc.byte_len = static_cast<uint32_t>(prng_.Next());
+    c.wc.vendor_err = status == WcStatus::kWrFlushErr ? 0xf9 : 0x80 + prng_.Below(16);
+  }
+  uint64_t delay = 0;
+  if (config_.cqe_jitter_ns != 0) delay = prng_.Below(config_.cqe_jitter_ns + 1);
+  if (q.script_late > 0) {
+    --q.script_late;
+    CountFault(FaultKind::kLateCqe);
+    delay += config_.late_cqe_max_ns;
+  } else if (InjectFault(FaultKind::kLateCqe)) {
+    delay += prng_.Range(1, std::max<uint64_t>(1, config_.late_cqe_max_ns));
+  }
+  const uint64_t now = clock_->NowNs();
+  uint64_t ready = now + delay;
+  if (!config_.mutations.on(base::Mutation::kSimPerQpOrderOff)) {
+    ready = std::max(ready, q.last_cqe_ready_ns);
+    q.last_cqe_ready_ns = ready;
+  }
+  const bool flush = status == WcStatus::kWrFlushErr;
+  if (ready <= now && q.pending.empty()) {
+    WriteCqe(qi, c, flush);
+    return;
+  }
+  FERRY_CHECK_LT(q.pending.size(), size_t{1} << 24);
+  q.pending.push_back(PendingCqe{ready, c, flush});
+  Push(EvType::kCqeDeliver, ready, qi, 0, 0, 0,
+       config_.mutations.on(base::Mutation::kSimPerQpOrderOff) ? kNone : CqeChan(qi));
+}
+
+void Fabric::DeliverPending(uint32_t qi) {
+  Qp& q = *qps_[qi];
+  if (!q.alive) return;
+  const uint64_t now = clock_->NowNs();
+  if (!config_.mutations.on(base::Mutation::kSimPerQpOrderOff)) {
+    for (size_t n = q.pending.size(); n > 0 && !q.pending.empty(); --n) {
+      if (q.pending.front().ready_ns > now) break;
+      const PendingCqe p = q.pending.front();
+      q.pending.pop_front();
+      WriteCqe(qi, p.cqe, p.flush);
+      if (!q.alive) return;
+    }
+    return;
+  }
+  // Mutation: deliver whatever is ready, regardless of post order.
+  for (size_t i = 0; i < q.pending.size();) {
+    if (q.pending[i].ready_ns > now) {
+      ++i;
+      continue;
+    }
+    const PendingCqe p = q.pending[i];
+    q.pending.erase(q.pending.begin() + static_cast<std::ptrdiff_t>(i));
+    WriteCqe(qi, p.cqe, p.flush);
+    if (!q.alive) return;
+  }
+}
+
+void Fabric::Overrun(uint32_t ci) {
+  Cq& c = cqs_[ci];
+  if (c.errored) return;
+  c.errored = true;
+  c.count = 0;  // CQEs lost
+  RaiseAsync(c.ctx, AsyncEventType::kCqErr, kNone, ci, 0);
+}
+
+void Fabric::WriteCqe(uint32_t qi, const Cqe& cqe, bool flush) {
+  Qp& q = *qps_[qi];
+  const uint32_t ci = q.send_cq;
+  Cq& c = cqs_[ci];
+  if (!c.alive || c.errored) return;
+  if (flush && q.flush_dropped) return;  // rxe: rest of the SQ dropped silently
+  const bool full = c.count == c.capacity;
+  const bool forced = !full && InjectFault(FaultKind::kCqOverrun);
+  if (full || forced) {
+    if (full && flush && config_.profile == RnicProfile::kRxe) {
+      q.flush_dropped = true;
+      return;
+    }
+    if (config_.mutations.on(base::Mutation::kSimOverrunUndetected)) {
+      if (full) {  // silently overwrite the oldest CQE
+        c.head = c.head + 1 == c.capacity ? 0 : c.head + 1;
+        --c.count;
+      }
+    } else {
+      Overrun(ci);
+      if (q.attr.qp_state != QpState::kErr) {
+        RaiseAsync(q.ctx, AsyncEventType::kQpFatal, qi, kNone, 0);
+        EnterErr(qi, q);
+      }
+      return;
+    }
+  }
+  uint32_t slot = c.head + c.count;
+  if (slot >= c.capacity) slot -= c.capacity;
+  c.ring[slot] = cqe;
+  ++c.count;
+  ++stats_.cqes_written;
+  if (c.armed && (!c.solicited_only || cqe.wc.status != WcStatus::kSuccess)) {
+    c.armed = false;
+    channels_[c.channel].events.push_back(ci);
+  }
+}
+
+void Fabric::ScrubCq(uint32_t ci, uint32_t qi) {
+  Cq& c = cqs_[ci];
+  if (!c.alive || c.count == 0) return;
+  uint32_t kept = 0;
+  for (uint32_t i = 0; i < c.count; ++i) {
+    uint32_t from = c.head + i;
+    if (from >= c.capacity) from -= c.capacity;
+    if (c.ring[from].qp == qi) continue;
+    uint32_t to = c.head + kept;
+    if (to >= c.capacity) to -= c.capacity;
+    c.ring[to] = c.ring[from];
+    ++kept;
+  }
+  c.count = kept;
+}
+
+void Fabric::DropQpCqes(uint32_t qi) { qps_[qi]->pending.clear(); }
+
+void Fabric::ResetQpQueues(Qp& q) {
+  q.pending.clear();
+  q.done_seq = q.free_seq = q.send_seq = q.post_seq;
+  q.sent_vpsn = q.ack_vpsn = q.next_vpsn;
+  q.retries = 0;
+}
+
+}  // namespace ferry::sim
