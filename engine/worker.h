@@ -282,6 +282,17 @@ class Worker {
 
   void DrainInbox();
   void PostAll();
+  // PostAll's phases (worker_post.cc has the order).
+  void DropLatched(std::deque<Pending>& dq);
+  void OpenFor(const Key& key, std::deque<Pending>& dq);
+  bool PostRound(const Key& key, Endpoint* ep, CqQuota& ledger, std::deque<Pending>& dq,
+                 uint32_t* budget);
+  uint32_t TakeChain(Endpoint* ep, int64_t quota_free, uint32_t budget, std::deque<Pending>& dq,
+                     std::array<uint32_t, kQpsPerEndpointMax>& taken);
+  void FillWr(ChainEntry& e, Endpoint* ep, uint32_t qi, Context* rc, hal::SendWr& wr);
+  bool PostQpChain(const Key& key, Endpoint* ep, uint32_t qi, uint32_t n, uint32_t count,
+                   CqQuota& ledger, uint32_t* budget);
+  void ReturnUnposted(uint32_t n, std::deque<Pending>& dq);
   void PollAll();
   void Sweep();
   void Reclaim();

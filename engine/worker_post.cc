@@ -26,181 +26,213 @@ uint32_t Worker::AllocSlot() {
   return static_cast<uint32_t>(slots_.size() - 1);
 }
 
+// PostAll in phases, per key with queued slices, until the step's budget of
+// kPostsPerStepMax WRs is spent:
+//   DropLatched     slices of latched tasks leave the queue unposted (C2)
+//   OpenFor         no endpoint: fail the slices (shutdown) or start an
+//                   active open
+//   PostRound       one chain round on a READY endpoint:
+//     TakeChain       up to kChainMax slices, each on a QP with room
+//     PostQpChain     per QP: quota reserved for the whole chain (C4), WRs
+//                     built (FillWr) and posted in one post_send
+//     ReturnUnposted  what was not posted goes back to the queue front
 void Worker::PostAll() {
   uint32_t budget = kPostsPerStepMax;
   for (auto& [key, dq] : pending_) {
     if (dq.empty()) continue;
-    // Slices of latched tasks leave the queue without a post (C2).
-    while (!dq.empty() && dq.front().route->task->latched().has_value()) {
-      Pending p = dq.front();
-      dq.pop_front();
-      const TaskStatus why = *p.route->task->latched();
-      p.route->task->TryWithdrawSlice(
-          p.slice, why == TaskStatus::kCanceled ? SliceOutcome::kCanceled : SliceOutcome::kTimeout);
-    }
+    DropLatched(dq);
     if (dq.empty()) continue;
     Endpoint* ep = Hit(key);
     if (ep == nullptr) {
-      if (shutdown_) {
-        // No new endpoints during shutdown: the slices fail unposted.
-        while (!dq.empty()) {
-          Pending p = dq.front();
-          dq.pop_front();
-          p.route->task->TryWithdrawSlice(p.slice, SliceOutcome::kFailed);
-        }
-        continue;
-      }
-      if (RailPaused(key.first) || !StoreHasRoom(key.first)) continue;
-      auto made = NewEndpoint(key);
-      if (!made.ok()) continue;  // retried next step; the task timeout bounds it
-      SendReq(*made);
-      NoteEvent("req_sent", key, (*made)->generation(), 0);
+      OpenFor(key, dq);
       continue;
     }
     if (ep->state() != EndpointState::kReady || RailPaused(key.first)) continue;
     CqQuota& ledger = Ledger(ep->cq());
     if (ledger.ZombieOverCap()) continue;
-    const uint32_t nqp = static_cast<uint32_t>(ep->qps().size());
-    FERRY_CHECK_GT(nqp, 0u);
-    FERRY_CHECK_LE(nqp, kQpsPerEndpointMax);
+    FERRY_CHECK_GT(ep->qps().size(), 0u);
+    FERRY_CHECK_LE(ep->qps().size(), kQpsPerEndpointMax);
     // Bounded: every round posts at least one WR (budget) or stops.
-    bool stop = false;
-    while (!stop && !dq.empty() && budget > 0) {
-      // 1. Take up to kChainMax slices off the queue front, each assigned to
-      // a QP with room, round robin (the same QPs one-by-one posting would
-      // pick). With no free quota one slice still goes on, to be refused
-      // below exactly as a single post would be.
-      std::array<uint32_t, kQpsPerEndpointMax> taken{};  // per QP, in this chain
-      const uint32_t rr_start = ep->round_robin;
-      const int64_t quota_free = ledger.free();
-      const uint32_t take_max = static_cast<uint32_t>(
-          std::min<int64_t>(std::min(kChainMax, budget), std::max<int64_t>(quota_free, 1)));
-      uint32_t n = 0;
-      for (uint32_t guard = 0; guard < kPostsPerStepMax && n < take_max && !dq.empty(); ++guard) {
-        uint32_t qi = nqp;
-        for (uint32_t k = 0; k < nqp; ++k) {
-          const uint32_t cand = (ep->round_robin + k) % nqp;
-          if (ep->qps()[cand].fifo.size() + taken[cand] < ep->wr_depth()) {
-            qi = cand;
-            ep->round_robin = (cand + 1) % nqp;
-            break;
-          }
-        }
-        if (qi == nqp) break;  // every QP is full
-        Pending p = std::move(dq.front());
-        dq.pop_front();
-        Task& task = *p.route->task;
-        if (!task.BeginPost(p.slice)) {
-          if (auto why = task.latched()) {
-            task.TryWithdrawSlice(p.slice, *why == TaskStatus::kCanceled ? SliceOutcome::kCanceled
-                                                                         : SliceOutcome::kTimeout);
-          }
-          continue;
-        }
-        ChainEntry& e = chain_[n];
-        FERRY_CHECK(e.p.route == nullptr);  // scratch is empty between chains
-        e.p = std::move(p);
-        e.qi = qi;
-        e.posted = false;
-        ++taken[qi];
-        ++n;
-      }
-      if (n == 0) break;
-      // 2. One chain per QP, in round-robin order: quota reserved for the
-      // whole chain before post_send (C4), refused past the CQ size.
-      std::array<hal::SendWr, kChainMax>& wrs = chain_wrs_;
-      std::array<uint32_t, kChainMax> in_chain;  // chain_ index of wrs[j]
-      Context* rc = env_->contexts[key.first];
-      for (uint32_t k = 0; k < nqp && !stop; ++k) {
-        const uint32_t qi = (rr_start + k) % nqp;
-        if (taken[qi] == 0) continue;
-        DataQp& q = ep->qps()[qi];
-        if (!ledger.Reserve(q.qp.get(), taken[qi]).ok()) {
-          stop = true;  // this chain and the ones after it go back below
-          break;
-        }
-        uint32_t m = 0;
-        for (uint32_t i = 0; i < n; ++i) {
-          ChainEntry& e = chain_[i];
-          if (e.qi != qi) continue;
-          Task& task = *e.p.route->task;
-          e.slot = AllocSlot();
-          Slot& s = slots_[e.slot];
-          s.generation = NextGeneration(s.generation);
-          s.route = e.p.route;
-          s.slice = e.p.slice;
-          s.qp_uid = q.uid;
-          s.ep = ep;
-          s.qp_index = qi;
-          s.qp = q.qp.get();
-          s.in_use = true;
-          task.mutable_slice(e.p.slice).wr_generation = s.generation;
-          // Every field the chain varies is set; sg_list[1..] and imm_data
-          // keep the zeroes they were constructed with.
-          hal::SendWr& wr = wrs[m];
-          wr.wr_id = EncodeWrId(WrId{e.slot, s.generation});
-          wr.opcode =
-              e.p.route->op == OpKind::kRead ? hal::Opcode::kRdmaRead : hal::Opcode::kRdmaWrite;
-          wr.send_flags = hal::kSendSignaled;
-          wr.num_sge = 1;
-          const uint64_t off = task.SliceOffsetBytes(e.p.slice);
-          if (e.p.route->lkey_epoch != rc->epoch()) {
-            // The context was re-enabled since submit: its MRs have new keys.
-            auto keys = rc->KeysOf(e.p.route->region);
-            if (keys.ok()) e.p.route->lkey = keys->lkey;
-            e.p.route->lkey_epoch = rc->epoch();
-          }
-          wr.sg_list[0] = hal::Sge{e.p.route->local_addr + off, task.SliceLengthBytes(e.p.slice),
-                                   e.p.route->lkey};
-          wr.remote_addr = e.p.route->remote_addr + off;
-          wr.rkey = e.p.route->rkey;
-          in_chain[m] = i;
-          ++m;
-        }
-        FERRY_CHECK_EQ(m, taken[qi]);
-        const hal::PostResult r =
-            env_->verbs->PostSend(q.qp.get(), absl::MakeConstSpan(wrs.data(), m));
-        // WRs [0, posted) are on the QP; [posted, m) were not posted.
-        const uint32_t posted = r.status.ok() ? m : r.first_bad;
-        FERRY_CHECK_LE(posted, m);
-        FERRY_CHECK(r.status.ok() || posted < m);
-        for (uint32_t j = 0; j < posted; ++j) {
-          ChainEntry& e = chain_[in_chain[j]];
-          e.p.route->task->PostAccepted(e.p.slice);
-          q.fifo.push_back(e.slot);
-          e.p.route->posted.push_back(
-              TaskRoute::PostedWr{e.slot, slots_[e.slot].generation, q.uid});
-          NoteEvent("post", key, ep->generation(), q.qpn);
-          e.posted = true;
-          ++stats_.posted;
-          --budget;
-        }
-        if (posted > 0) ep->last_used_ns = env_->clock->NowNs();
-        if (posted < m) {
-          // ENOMEM or the QP is gone: the rest are returned, try again next step.
-          FERRY_CHECK(ledger.Unreserve(q.qp.get(), m - posted).ok());
-          for (uint32_t j = posted; j < m; ++j) {
-            Slot& s = slots_[chain_[in_chain[j]].slot];
-            s.in_use = false;
-            s.route.reset();
-            free_slots_.push_back(chain_[in_chain[j]].slot);
-          }
-          stop = true;
-        }
-      }
-      // 3. Every slice not posted goes POSTING -> QUEUED and back to the queue
-      // front in its old order, unless its latched task withdrew it.
-      for (uint32_t i = n; i-- > 0;) {
-        ChainEntry& e = chain_[i];
-        if (!e.posted) {
-          Task& task = *e.p.route->task;
-          task.PostRejected(e.p.slice);
-          if (task.slice(e.p.slice).Load().state == SliceState::kQueued)
-            dq.push_front(std::move(e.p));
-        }
-        e.p.route.reset();  // the scratch holds no task between chains
+    while (!dq.empty() && budget > 0 && PostRound(key, ep, ledger, dq, &budget)) {
+    }
+  }
+}
+
+void Worker::DropLatched(std::deque<Pending>& dq) {
+  while (!dq.empty() && dq.front().route->task->latched().has_value()) {
+    Pending p = dq.front();
+    dq.pop_front();
+    const TaskStatus why = *p.route->task->latched();
+    p.route->task->TryWithdrawSlice(
+        p.slice, why == TaskStatus::kCanceled ? SliceOutcome::kCanceled : SliceOutcome::kTimeout);
+  }
+}
+
+void Worker::OpenFor(const Key& key, std::deque<Pending>& dq) {
+  if (shutdown_) {
+    // No new endpoints during shutdown: the slices fail unposted.
+    while (!dq.empty()) {
+      Pending p = dq.front();
+      dq.pop_front();
+      p.route->task->TryWithdrawSlice(p.slice, SliceOutcome::kFailed);
+    }
+    return;
+  }
+  if (RailPaused(key.first) || !StoreHasRoom(key.first)) return;
+  auto made = NewEndpoint(key);
+  if (!made.ok()) return;  // retried next step; the task timeout bounds it
+  SendReq(*made);
+  NoteEvent("req_sent", key, (*made)->generation(), 0);
+}
+
+bool Worker::PostRound(const Key& key, Endpoint* ep, CqQuota& ledger, std::deque<Pending>& dq,
+                       uint32_t* budget) {
+  const uint32_t nqp = static_cast<uint32_t>(ep->qps().size());
+  std::array<uint32_t, kQpsPerEndpointMax> taken{};  // per QP, in this chain
+  const uint32_t rr_start = ep->round_robin;
+  const uint32_t n = TakeChain(ep, ledger.free(), *budget, dq, taken);
+  if (n == 0) return false;
+  // One chain per QP, in round-robin order; a refused reservation or a short
+  // post stops this round and the rounds after it.
+  bool stop = false;
+  for (uint32_t k = 0; k < nqp && !stop; ++k) {
+    const uint32_t qi = (rr_start + k) % nqp;
+    if (taken[qi] == 0) continue;
+    stop = !PostQpChain(key, ep, qi, n, taken[qi], ledger, budget);
+  }
+  ReturnUnposted(n, dq);
+  return !stop;
+}
+
+uint32_t Worker::TakeChain(Endpoint* ep, int64_t quota_free, uint32_t budget,
+                           std::deque<Pending>& dq,
+                           std::array<uint32_t, kQpsPerEndpointMax>& taken) {
+  // Up to kChainMax slices off the queue front, each assigned to a QP with
+  // room, round robin (the same QPs one-by-one posting would pick). With no
+  // free quota one slice still goes on, to be refused exactly as a single
+  // post would be.
+  const uint32_t nqp = static_cast<uint32_t>(ep->qps().size());
+  const uint32_t take_max = static_cast<uint32_t>(
+      std::min<int64_t>(std::min(kChainMax, budget), std::max<int64_t>(quota_free, 1)));
+  uint32_t n = 0;
+  for (uint32_t guard = 0; guard < kPostsPerStepMax && n < take_max && !dq.empty(); ++guard) {
+    uint32_t qi = nqp;
+    for (uint32_t k = 0; k < nqp; ++k) {
+      const uint32_t cand = (ep->round_robin + k) % nqp;
+      if (ep->qps()[cand].fifo.size() + taken[cand] < ep->wr_depth()) {
+        qi = cand;
+        ep->round_robin = (cand + 1) % nqp;
+        break;
       }
     }
+    if (qi == nqp) break;  // every QP is full
+    Pending p = std::move(dq.front());
+    dq.pop_front();
+    Task& task = *p.route->task;
+    if (!task.BeginPost(p.slice)) {
+      if (auto why = task.latched()) {
+        task.TryWithdrawSlice(p.slice, *why == TaskStatus::kCanceled ? SliceOutcome::kCanceled
+                                                                     : SliceOutcome::kTimeout);
+      }
+      continue;
+    }
+    ChainEntry& e = chain_[n];
+    FERRY_CHECK(e.p.route == nullptr);  // scratch is empty between chains
+    e.p = std::move(p);
+    e.qi = qi;
+    e.posted = false;
+    ++taken[qi];
+    ++n;
+  }
+  return n;
+}
+
+void Worker::FillWr(ChainEntry& e, Endpoint* ep, uint32_t qi, Context* rc, hal::SendWr& wr) {
+  DataQp& q = ep->qps()[qi];
+  Task& task = *e.p.route->task;
+  e.slot = AllocSlot();
+  Slot& s = slots_[e.slot];
+  s.generation = NextGeneration(s.generation);
+  s.route = e.p.route;
+  s.slice = e.p.slice;
+  s.qp_uid = q.uid;
+  s.ep = ep;
+  s.qp_index = qi;
+  s.qp = q.qp.get();
+  s.in_use = true;
+  task.mutable_slice(e.p.slice).wr_generation = s.generation;
+  // Every field the chain varies is set; sg_list[1..] and imm_data keep the
+  // zeroes they were constructed with.
+  wr.wr_id = EncodeWrId(WrId{e.slot, s.generation});
+  wr.opcode = e.p.route->op == OpKind::kRead ? hal::Opcode::kRdmaRead : hal::Opcode::kRdmaWrite;
+  wr.send_flags = hal::kSendSignaled;
+  wr.num_sge = 1;
+  const uint64_t off = task.SliceOffsetBytes(e.p.slice);
+  if (e.p.route->lkey_epoch != rc->epoch()) {
+    // The context was re-enabled since submit: its MRs have new keys.
+    auto keys = rc->KeysOf(e.p.route->region);
+    if (keys.ok()) e.p.route->lkey = keys->lkey;
+    e.p.route->lkey_epoch = rc->epoch();
+  }
+  wr.sg_list[0] =
+      hal::Sge{e.p.route->local_addr + off, task.SliceLengthBytes(e.p.slice), e.p.route->lkey};
+  wr.remote_addr = e.p.route->remote_addr + off;
+  wr.rkey = e.p.route->rkey;
+}
+
+bool Worker::PostQpChain(const Key& key, Endpoint* ep, uint32_t qi, uint32_t n, uint32_t count,
+                         CqQuota& ledger, uint32_t* budget) {
+  DataQp& q = ep->qps()[qi];
+  if (!ledger.Reserve(q.qp.get(), count).ok()) return false;  // goes back below
+  std::array<hal::SendWr, kChainMax>& wrs = chain_wrs_;
+  std::array<uint32_t, kChainMax> in_chain;  // chain_ index of wrs[j]
+  Context* rc = env_->contexts[key.first];
+  uint32_t m = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (chain_[i].qi != qi) continue;
+    FillWr(chain_[i], ep, qi, rc, wrs[m]);
+    in_chain[m++] = i;
+  }
+  FERRY_CHECK_EQ(m, count);
+  const hal::PostResult r = env_->verbs->PostSend(q.qp.get(), absl::MakeConstSpan(wrs.data(), m));
+  // WRs [0, posted) are on the QP; [posted, m) were not posted.
+  const uint32_t posted = r.status.ok() ? m : r.first_bad;
+  FERRY_CHECK_LE(posted, m);
+  FERRY_CHECK(r.status.ok() || posted < m);
+  for (uint32_t j = 0; j < posted; ++j) {
+    ChainEntry& e = chain_[in_chain[j]];
+    e.p.route->task->PostAccepted(e.p.slice);
+    q.fifo.push_back(e.slot);
+    e.p.route->posted.push_back(TaskRoute::PostedWr{e.slot, slots_[e.slot].generation, q.uid});
+    NoteEvent("post", key, ep->generation(), q.qpn);
+    e.posted = true;
+    ++stats_.posted;
+    --*budget;
+  }
+  if (posted > 0) ep->last_used_ns = env_->clock->NowNs();
+  if (posted == m) return true;
+  // ENOMEM or the QP is gone: the rest are returned, try again next step.
+  FERRY_CHECK(ledger.Unreserve(q.qp.get(), m - posted).ok());
+  for (uint32_t j = posted; j < m; ++j) {
+    Slot& s = slots_[chain_[in_chain[j]].slot];
+    s.in_use = false;
+    s.route.reset();
+    free_slots_.push_back(chain_[in_chain[j]].slot);
+  }
+  return false;
+}
+
+void Worker::ReturnUnposted(uint32_t n, std::deque<Pending>& dq) {
+  // Every slice not posted goes POSTING -> QUEUED and back to the queue front
+  // in its old order, unless its latched task withdrew it.
+  for (uint32_t i = n; i-- > 0;) {
+    ChainEntry& e = chain_[i];
+    if (!e.posted) {
+      Task& task = *e.p.route->task;
+      task.PostRejected(e.p.slice);
+      if (task.slice(e.p.slice).Load().state == SliceState::kQueued) dq.push_front(std::move(e.p));
+    }
+    e.p.route.reset();  // the scratch holds no task between chains
   }
 }
 
