@@ -55,6 +55,7 @@
 #include "base/mutation.h"
 #include "base/mutex.h"
 #include "engine/context.h"
+#include "engine/accept.h"
 #include "engine/cq_quota.h"
 #include "engine/endpoint.h"
 #include "engine/endpoint_store.h"
@@ -301,6 +302,10 @@ class Worker {
   void OnWire(const HandshakeMessage& m, const std::string& from);
   void OnReq(const HandshakeMessage& m, const std::string& from);
   void OnRep(const HandshakeMessage& m, const std::string& from);
+  // OnReq's phases (worker_handshake.cc): true when a gate answered the REQ.
+  bool ReqGated(const HandshakeMessage& m, const std::string& from, const Key& key);
+  LocalEndpointState AcceptStateOf(const Endpoint* ep, RecordedPeer* rec) const;
+  void ServeWithFreshEndpoint(const HandshakeMessage& m, const std::string& from, const Key& key);
   void OnRtu(const HandshakeMessage& m, const std::string& from);
   void OnStaleOrError(const HandshakeMessage& m, const std::string& from);
   void OnAsync(const hal::AsyncEvent& e);

@@ -242,6 +242,9 @@ bool Worker::WasReplaced(const Key& key, uint64_t incarnation) const {
          std::find(it->second.begin(), it->second.end(), incarnation) != it->second.end();
 }
 
+// OnReq in phases: the gates that answer before the accept table
+// (ReqGated), the table itself (DecideAccept on what our endpoint recorded),
+// then, for a fresh endpoint, ServeWithFreshEndpoint.
 void Worker::OnReq(const HandshakeMessage& m, const std::string& from) {
   const std::optional<uint32_t> ctx = ContextOfNic(m.dst_nic);
   if (!ctx || m.qps.size() != cfg_.qps_per_endpoint) {
@@ -250,47 +253,10 @@ void Worker::OnReq(const HandshakeMessage& m, const std::string& from) {
   }
   const Key key{*ctx, m.src_nic_path};
   NoteEvent("req_recv", key, m.incarnation, m.generation);
-  if (rails_[*ctx].parked) {
-    // The device is being closed and re-opened (DEVICE_FATAL): no endpoint
-    // can be built on it now (its CQs and their ledgers are being
-    // replaced). The peer resends its REQ until the handshake timeout.
-    NoteEvent("req_parked", key, m.incarnation, m.generation);
-    return;
-  }
-  // C6: a REQ from an incarnation this key already replaced is a delayed
-  // REQ of the peer's previous process: STALE, nothing changes.
-  if (WasReplaced(key, m.incarnation) && !Mut(base::Mutation::kEngineC6AcceptStale)) {
-    NoteEvent("stale_req", key, m.incarnation, m.generation);
-    SendReply(from, m, HandshakeType::kStale, "");
-    return;
-  }
-  // C6: a REQ of a generation older than one this incarnation of the peer
-  // already sent comes from an endpoint it gave up (a delayed or reordered
-  // REQ): STALE, nothing changes. Accepting it onto a CONNECTING endpoint
-  // would pair our QPs with QPNs the peer has reused since (swarm seeds of
-  // issue 16; C5SimultaneousOpenUnderHandshakeChurn seed 259).
-  // (Either C6 stale switch turns the gate off: kEngineC6AcceptStale then
-  // reaches the accept table's R5 as it always did.)
-  if (NoteGenerationIsOlder(key, m.incarnation, m.generation) &&
-      !Mut(base::Mutation::kEngineC6AcceptOlderGeneration) &&
-      !Mut(base::Mutation::kEngineC6AcceptStale)) {
-    NoteEvent("stale_req", key, m.incarnation, m.generation);
-    SendReply(from, m, HandshakeType::kStale, "");
-    return;
-  }
+  if (ReqGated(m, from, key)) return;
   Endpoint* ep = Peek(key);
-  LocalEndpointState state = LocalEndpointState::kNone;
   RecordedPeer rec;
-  if (ep != nullptr) {
-    state = ep->state() == EndpointState::kReady ? LocalEndpointState::kReady
-                                                 : LocalEndpointState::kConnecting;
-    if (ep->peer().has_value()) {
-      rec.known = true;
-      rec.incarnation = ep->peer()->incarnation;
-      rec.generation = ep->peer()->generation;
-      rec.qpns = ep->peer()->qpns;
-    }
-  }
+  const LocalEndpointState state = AcceptStateOf(ep, &rec);
   const std::vector<uint32_t> qpns = QpnsOf(m);
   const AcceptDecision d =
       DecideAccept(state, rec, IncomingReq{m.incarnation, m.generation, qpns}, env_->mutations);
@@ -321,11 +287,55 @@ void Worker::OnReq(const HandshakeMessage& m, const std::string& from) {
     case AcceptAction::kFreshEndpoint:
       break;
   }
+  ServeWithFreshEndpoint(m, from, key);
+}
+
+bool Worker::ReqGated(const HandshakeMessage& m, const std::string& from, const Key& key) {
+  if (rails_[key.first].parked) {
+    // The device is being closed and re-opened (DEVICE_FATAL): no endpoint
+    // can be built on it now (its CQs and their ledgers are being
+    // replaced). The peer resends its REQ until the handshake timeout.
+    NoteEvent("req_parked", key, m.incarnation, m.generation);
+    return true;
+  }
+  // C6: a REQ from an incarnation this key already replaced is a delayed
+  // REQ of the peer's previous process: STALE, nothing changes.
+  bool stale = WasReplaced(key, m.incarnation) && !Mut(base::Mutation::kEngineC6AcceptStale);
+  // C6: a REQ of a generation older than one this incarnation of the peer
+  // already sent comes from an endpoint it gave up (a delayed or reordered
+  // REQ): STALE, nothing changes. Accepting it onto a CONNECTING endpoint
+  // would pair our QPs with QPNs the peer has reused since (swarm seeds of
+  // issue 16; C5SimultaneousOpenUnderHandshakeChurn seed 259). (Either C6
+  // stale switch turns this gate off: kEngineC6AcceptStale then reaches the
+  // accept table's R5 as it always did.)
+  stale = stale || (NoteGenerationIsOlder(key, m.incarnation, m.generation) &&
+                    !Mut(base::Mutation::kEngineC6AcceptOlderGeneration) &&
+                    !Mut(base::Mutation::kEngineC6AcceptStale));
+  if (!stale) return false;
+  NoteEvent("stale_req", key, m.incarnation, m.generation);
+  SendReply(from, m, HandshakeType::kStale, "");
+  return true;
+}
+
+LocalEndpointState Worker::AcceptStateOf(const Endpoint* ep, RecordedPeer* rec) const {
+  if (ep == nullptr) return LocalEndpointState::kNone;
+  if (ep->peer().has_value()) {
+    rec->known = true;
+    rec->incarnation = ep->peer()->incarnation;
+    rec->generation = ep->peer()->generation;
+    rec->qpns = ep->peer()->qpns;
+  }
+  return ep->state() == EndpointState::kReady ? LocalEndpointState::kReady
+                                              : LocalEndpointState::kConnecting;
+}
+
+void Worker::ServeWithFreshEndpoint(const HandshakeMessage& m, const std::string& from,
+                                    const Key& key) {
   if (shutdown_) {
     SendReply(from, m, HandshakeType::kError, "shutting_down");
     return;
   }
-  if (CqRecovering(*ctx)) {
+  if (CqRecovering(key.first)) {
     // CQ_ERR recovery in progress: like a parked device, the peer resends
     // its REQ until the handshake timeout.
     NoteEvent("req_parked", key, m.incarnation, m.generation);
