@@ -17,26 +17,26 @@ namespace ferry::base {
 
 // One entry per switch. Append only; names are printed in test output.
 enum class Mutation : uint32_t {
-  kUnseededDraw = 0,         // sim: PRNG mixes in an unseeded source
-  kSimPerQpOrderOff,         // sim: completions of one QP may reorder
-  kSimNoFlushAfterError,     // sim: outstanding WRs are not flushed after an error
-  kSimScrubUnderRxe,         // sim: rxe profile scrubs CQEs on destroy
-  kSimOverrunUndetected,     // sim: a CQE into a full CQ silently overwrites
-  kSimDestroyFailSilently,   // sim: an injected destroy failure reports OK
-  kEngineC1EarlyPublish,     // engine: publish before evidence
-  kEngineC2TimeoutSpills,    // engine: a timeout withdraws other tasks' slices
-  kEngineC3NoStaleCheck,     // engine: sweep retires without checking the WR
-  kEngineC4DoubleRelease,    // engine: quota released twice on teardown
-  kEngineC5NonOwnerCall,     // engine: a lifecycle step runs off the owner
-  kEngineC6AcceptStale,      // engine: a stale REQ retires a READY endpoint
-  kEngineC7LeakOnRollback,   // engine: bring-up rollback skips one handle
-  kEngineC8SkipValidation,   // engine: submit enqueues before validating all
-  kEngineC9LeakAtShutdown,   // engine: shutdown forgets one object
-  kSimRespToSource,          // sim: responses go to the packet's source QP, unchecked PSN
-  kSimFetchAfterCompletion,  // sim: a packet of a completed WR reads local memory on arrival
-  kSimDupAckEchoesPsn,       // sim: a duplicate WRITE is acknowledged with its own PSN
-  kEngineC5RepAnyGeneration,  // engine: a REP is applied onto QPs paired with another generation
-  kSimDupReadAnyPsn,         // sim: a duplicate READ is re-executed without a matching resource
+  kUnseededDraw = 0,             // sim: PRNG mixes in an unseeded source
+  kSimPerQpOrderOff,             // sim: completions of one QP may reorder
+  kSimNoFlushAfterError,         // sim: outstanding WRs are not flushed after an error
+  kSimScrubUnderRxe,             // sim: rxe profile scrubs CQEs on destroy
+  kSimOverrunUndetected,         // sim: a CQE into a full CQ silently overwrites
+  kSimDestroyFailSilently,       // sim: an injected destroy failure reports OK
+  kEngineC1EarlyPublish,         // engine: publish before evidence
+  kEngineC2TimeoutSpills,        // engine: a timeout withdraws other tasks' slices
+  kEngineC3NoStaleCheck,         // engine: sweep retires without checking the WR
+  kEngineC4DoubleRelease,        // engine: quota released twice on teardown
+  kEngineC5NonOwnerCall,         // engine: a lifecycle step runs off the owner
+  kEngineC6AcceptStale,          // engine: a stale REQ retires a READY endpoint
+  kEngineC7LeakOnRollback,       // engine: bring-up rollback skips one handle
+  kEngineC8SkipValidation,       // engine: submit enqueues before validating all
+  kEngineC9LeakAtShutdown,       // engine: shutdown forgets one object
+  kSimRespToSource,              // sim: responses go to the packet's source QP, unchecked PSN
+  kSimFetchAfterCompletion,      // sim: a packet of a completed WR reads local memory on arrival
+  kSimDupAckEchoesPsn,           // sim: a duplicate WRITE is acknowledged with its own PSN
+  kEngineC5RepAnyGeneration,     // engine: a REP is applied onto QPs paired with another generation
+  kSimDupReadAnyPsn,             // sim: a duplicate READ is re-executed without a matching resource
   kEngineC4EndpointOnErroredCq,  // engine: endpoints are created on a CQ awaiting CQ_ERR recovery
   kEngineC6AcceptOlderGeneration,  // engine: a REQ older than a seen generation is accepted
   kCount,

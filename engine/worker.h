@@ -54,8 +54,8 @@
 #include "absl/base/thread_annotations.h"
 #include "base/mutation.h"
 #include "base/mutex.h"
-#include "engine/context.h"
 #include "engine/accept.h"
+#include "engine/context.h"
 #include "engine/cq_quota.h"
 #include "engine/endpoint.h"
 #include "engine/endpoint_store.h"
@@ -307,6 +307,9 @@ class Worker {
   LocalEndpointState AcceptStateOf(const Endpoint* ep, RecordedPeer* rec) const;
   void ServeWithFreshEndpoint(const HandshakeMessage& m, const std::string& from, const Key& key);
   void OnRtu(const HandshakeMessage& m, const std::string& from);
+  // The last step of both handshake roles: RTS, READY, event ep_ready; on a
+  // failed modify the endpoint retires and false is returned.
+  bool ToRtsAndReady(Endpoint* ep, const Key& key, uint64_t peer_generation);
   void OnStaleOrError(const HandshakeMessage& m, const std::string& from);
   void OnAsync(const hal::AsyncEvent& e);
 

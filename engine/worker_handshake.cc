@@ -395,14 +395,7 @@ void Worker::OnRep(const HandshakeMessage& m, const std::string& from) {
     Retire(ep, RetireReason::kHandshakeFailed);
     return;
   }
-  if (!ep->ToRts().ok()) {
-    Retire(ep, RetireReason::kHandshakeFailed);
-    return;
-  }
-  ep->MarkReady();
-  ++stats_.handshakes_done;
-  NoteEvent("ep_ready", key, ep->generation(), m.generation);
-  SendRtu(ep, m, from);
+  if (ToRtsAndReady(ep, key, m.generation)) SendRtu(ep, m, from);
 }
 
 void Worker::OnRtu(const HandshakeMessage& m, const std::string& from) {
@@ -419,13 +412,18 @@ void Worker::OnRtu(const HandshakeMessage& m, const std::string& from) {
     NoteEvent("rtu_dropped", key, m.generation, m.echo_generation);
     return;
   }
+  (void)ToRtsAndReady(ep, key, m.generation);
+}
+
+bool Worker::ToRtsAndReady(Endpoint* ep, const Key& key, uint64_t peer_generation) {
   if (!ep->ToRts().ok()) {
     Retire(ep, RetireReason::kHandshakeFailed);
-    return;
+    return false;
   }
   ep->MarkReady();
   ++stats_.handshakes_done;
-  NoteEvent("ep_ready", key, ep->generation(), m.generation);
+  NoteEvent("ep_ready", key, ep->generation(), peer_generation);
+  return true;
 }
 
 void Worker::OnStaleOrError(const HandshakeMessage& m, const std::string& from) {

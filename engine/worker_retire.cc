@@ -132,7 +132,6 @@ void Worker::RailError(uint32_t ctx, uint64_t now) {
   NoteEvent("rail_pause", Key{ctx, ""}, r.cooldown_ns, 0);
 }
 
-
 // DEVICE_FATAL: retire the context's endpoints and park (stop touching
 // its CQs, QPs and channel). The owner that completes the park count
 // re-enables the context; closing the device is the evidence for every QP

@@ -28,15 +28,15 @@
 
 #include "benchmark/benchmark.h"
 #include "engine/engine_impl.h"
-#include "sim/entropy.h"
-#include "sim/world/engine_runtime.h"
 #include "hal/types.h"
 #include "hal/verbs.h"
+#include "sim/entropy.h"
 #include "sim/net/sim_network.h"
 #include "sim/prng.h"
 #include "sim/rnic/fabric.h"
 #include "sim/scheduler.h"
 #include "sim/virtual_clock.h"
+#include "sim/world/engine_runtime.h"
 
 namespace ferry::bench {
 namespace {
@@ -220,8 +220,8 @@ struct EngineBed {
       auto e = EngineImpl::Create(cfg, env, nullptr, nullptr);
       if (!e.ok()) Fail(e.status().ToString());
       hs.engine = std::move(*e);
-      hs.rt = std::make_unique<simworld::SimRuntime>(hs.engine.get(), &fabric, hs.ctl.get(), nullptr,
-                                                   1 + 100 * h, root.Fork());
+      hs.rt = std::make_unique<simworld::SimRuntime>(hs.engine.get(), &fabric, hs.ctl.get(),
+                                                     nullptr, 1 + 100 * h, root.Fork());
       hs.rt->AddTo(&sched);
       if (!hs.engine->RegisterMemory(hs.buf.data(), hs.buf.size()).ok()) Fail("register");
     }

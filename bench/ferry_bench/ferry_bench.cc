@@ -57,17 +57,17 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "engine/engine_impl.h"
-#include "sim/entropy.h"
-#include "sim/world/engine_runtime.h"
 #include "ferry/engine.h"
 #include "hal/os/os_entropy.h"
 #include "hal/os/steady_clock.h"
 #include "hal/tcp/tcp_control_net.h"
+#include "sim/entropy.h"
 #include "sim/net/sim_network.h"
 #include "sim/prng.h"
 #include "sim/rnic/fabric.h"
 #include "sim/scheduler.h"
 #include "sim/virtual_clock.h"
+#include "sim/world/engine_runtime.h"
 #ifdef FERRY_HAVE_IBVERBS
 #include "hal/ibverbs/ibverbs.h"
 #endif
@@ -503,7 +503,7 @@ int RunSim(const Options& o) {
     }
     hs.engine = std::move(*e);
     hs.rt = std::make_unique<simworld::SimRuntime>(hs.engine.get(), &fabric, hs.ctl.get(), nullptr,
-                                                 1 + 100 * h, root.Fork());
+                                                   1 + 100 * h, root.Fork());
     hs.rt->AddTo(&sched);
     if (absl::Status s = hs.engine->RegisterMemory(hs.buf.data(), hs.buf.size()); !s.ok()) {
       std::fprintf(stderr, "ferry-bench: register: %s\n", s.ToString().c_str());

@@ -18,14 +18,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "base/string_view.h"
 #include "base/check.h"
 #include "base/status_macros.h"
+#include "base/string_view.h"
 #include "hal/errno_status.h"
 #include "sim/rnic/fabric_internal.h"
 
 namespace ferry::sim {
-
 
 using namespace fabric_internal;  // NOLINT(build/namespaces): the fabric's own helpers
 
@@ -99,7 +98,6 @@ std::string_view ObjectKindName(ObjectKind k) {
   }
   return "?";
 }
-
 
 Fabric::Fabric(FabricConfig config, Prng prng, VirtualClock* clock, Trace* trace)
     : config_(std::move(config)),

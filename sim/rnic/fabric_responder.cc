@@ -87,9 +87,8 @@ void Fabric::OnReq(const Event& e) {
     // duplicate_request acks qp->resp.ack_psn - 1). A requester whose PSNs
     // are not this responder's (a QP paired from another handshake) thus
     // never sees its own unexecuted packets acknowledged (seed 13854).
-    const uint32_t ack_psn = config_.mutations.on(base::Mutation::kSimDupAckEchoesPsn)
-                                 ? e.d
-                                 : ((r.epsn - 1) & kPsnMask);
+    const uint32_t ack_psn =
+        config_.mutations.on(base::Mutation::kSimDupAckEchoesPsn) ? e.d : ((r.epsn - 1) & kPsnMask);
     SendResp(ri, r, e.a, kAck, ack_psn, e.c);
     return;
   }
@@ -141,8 +140,7 @@ void Fabric::OnReq(const Event& e) {
     r.nak_sent = false;
     r.unacked_wrs = 0;
     NoteReadResource(r, (e.d - static_cast<uint32_t>(e.c - wr.vpsn_first)) & kPsnMask, wr.npkts);
-  } else if (!HasReadResource(r, e.d) &&
-             !config_.mutations.on(base::Mutation::kSimDupReadAnyPsn)) {
+  } else if (!HasReadResource(r, e.d) && !config_.mutations.on(base::Mutation::kSimDupReadAnyPsn)) {
     // A duplicate READ this responder never executed (its PSN is only
     // "old" in this responder's numbering: a requester paired from another
     // handshake): dropped. Re-executing it would answer with its own PSN,

@@ -11,8 +11,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "base/string_view.h"
 #include "base/check.h"
+#include "base/string_view.h"
 
 namespace ferry::sim {
 

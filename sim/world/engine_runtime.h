@@ -33,8 +33,8 @@
 
 namespace ferry::simworld {
 
-using ::ferry::EngineImpl;
 using engine::LifecycleObserver;
+using ::ferry::EngineImpl;
 
 struct LifecycleRecord {
   uint64_t time_ns = 0;

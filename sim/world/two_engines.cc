@@ -200,8 +200,8 @@ absl::Status TwoEngines::Start(uint32_t h) {
       return e.status();
     }
     hs.engine = std::move(*e);
-    hs.rt = std::make_unique<SimRuntime>(hs.engine.get(), &fabric_, hs.net.get(),
-                                                 hs.obs.get(), base, root_.Fork());
+    hs.rt = std::make_unique<SimRuntime>(hs.engine.get(), &fabric_, hs.net.get(), hs.obs.get(),
+                                         base, root_.Fork());
     hs.registered = false;
   }
   if (!hs.registered) {

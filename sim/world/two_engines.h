@@ -47,7 +47,6 @@
 #include "base/mutation.h"
 #include "engine/engine_impl.h"
 #include "sim/entropy.h"
-#include "sim/world/engine_runtime.h"
 #include "sim/net/sim_network.h"
 #include "sim/prng.h"
 #include "sim/rnic/fabric.h"
@@ -55,6 +54,7 @@
 #include "sim/scheduler.h"
 #include "sim/trace.h"
 #include "sim/virtual_clock.h"
+#include "sim/world/engine_runtime.h"
 
 namespace ferry::simworld {
 

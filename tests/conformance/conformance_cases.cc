@@ -544,7 +544,8 @@ TEST_P(Conformance, MispairedRequesterNeverGetsUnplacedBytesAcknowledged) {
   EXPECT_EQ(rig.b().buf[0], b_before) << "a duplicate was executed";
   EXPECT_EQ(rig.a().buf[4096], a_read_before) << "the READ placed data";
   EXPECT_EQ(wcs[0].wr_id, 1u);
-  EXPECT_NE(wcs[1].status, WcStatus::kSuccess) << "READ completed from a responder that never ran it";
+  EXPECT_NE(wcs[1].status, WcStatus::kSuccess)
+      << "READ completed from a responder that never ran it";
   EXPECT_EQ(wcs[0].status, WcStatus::kRetryExcErr) << "WRITE acknowledged, bytes never placed";
   EXPECT_EQ(wcs[1].status, WcStatus::kWrFlushErr);
 }

@@ -41,8 +41,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "base/string_view.h"
 #include "base/mutation.h"
+#include "base/string_view.h"
 #include "engine/task.h"
 #include "ferry/engine.h"
 #include "sim/rnic/fault_plan.h"
@@ -208,7 +208,8 @@ std::optional<base::Mutations> MutationsFromEnv(std::string* name, std::string* 
       }
     }
     if (!found) {
-      *err = absl::StrCat("FERRY_MUTATION=", env, ": no such mutation ", want, " (base/mutation.h)");
+      *err =
+          absl::StrCat("FERRY_MUTATION=", env, ": no such mutation ", want, " (base/mutation.h)");
       return std::nullopt;
     }
   }

@@ -614,12 +614,12 @@ std::string CqErrWhilePeerReconnects(uint64_t seed, const base::Mutations& m) {
         return IsTerminal(st0) && IsTerminal(st1);
       },
       5'000'000'000);
-  if (st0 != TaskStatus::kCompleted || st1 != TaskStatus::kCompleted)
+  if (st0 != TaskStatus::kCompleted || st1 != TaskStatus::kCompleted) {
+    const std::vector<std::string> pending = w.host(0).engine->workers()[0]->PendingReasons();
     return absl::StrCat("after CQ_ERR: h0 task ", std::string(TaskStatusName(st0)), ", h1 task ",
-                        std::string(TaskStatusName(st1)), "; pending: ",
-                        w.host(0).engine->workers()[0]->PendingReasons().empty()
-                            ? std::string("none")
-                            : w.host(0).engine->workers()[0]->PendingReasons().front());
+                        std::string(TaskStatusName(st1)),
+                        "; pending: ", pending.empty() ? std::string("none") : pending.front());
+  }
   if (!Holds(w, 1, 64 * 1024, 48 * 1024, 44) || !Holds(w, 0, 256 * 1024, 48 * 1024, 45))
     return "bytes after CQ_ERR";
   // h0: cq_err, a failed destroy retried, the recreate; the peer's REQ

@@ -152,28 +152,23 @@ std::string SimultaneousOpen(uint64_t seed, const base::Mutations& m, bool churn
   // Exactly one READY endpoint per key on each side, each recording the
   // other's QPNs. Under churn a late REQ of a retired generation may still
   // start a new handshake after the tasks completed: let it settle first.
-  auto owner_ep = [&](uint32_t h) {
-    const std::string peer = w.host(1 - h).addr + "@sim0";
-    return w.host(h).engine->workers()[OwnerForKey(EndpointKey{"sim0", peer}, 2)]->Find(0, peer);
+  auto both_ready = [&] {
+    for (uint32_t h = 0; h < 2; ++h) {
+      const std::string peer = w.host(1 - h).addr + "@sim0";
+      const Endpoint* e =
+          w.host(h).engine->workers()[OwnerForKey(EndpointKey{"sim0", peer}, 2)]->Find(0, peer);
+      if (e == nullptr || e->state() != EndpointState::kReady) return false;
+    }
+    return true;
   };
-  if (churn)
-    (void)w.RunUntil(
-        [&] {
-          for (uint32_t h = 0; h < 2; ++h)
-            if (owner_ep(h) == nullptr || owner_ep(h)->state() != EndpointState::kReady)
-              return false;
-          return true;
-        },
-        100'000'000);
+  if (churn) (void)w.RunUntil(both_ready, 100'000'000);
   if (churn) {
     // The ground truth first: mispaired QPs are the failure churn can cause.
     if (std::string v = w.OracleAndViolations(); !v.empty()) return "oracle: " + v;
     // A side may legitimately be left without an endpoint (its last
     // handshake failed and nothing asks for a new one): then only the
     // transfer and the oracle are judged.
-    if (owner_ep(0) == nullptr || owner_ep(0)->state() != EndpointState::kReady ||
-        owner_ep(1) == nullptr || owner_ep(1)->state() != EndpointState::kReady)
-      return Finish(w);
+    if (!both_ready()) return Finish(w);
   }
   const Endpoint* ep[2] = {nullptr, nullptr};
   for (uint32_t h = 0; h < 2; ++h) {
@@ -246,9 +241,10 @@ TEST(EngineSim, C6MutationAcceptOlderGenerationMispairsQps) {
   base::Mutations m;
   m.Enable(base::Mutation::kEngineC6AcceptOlderGeneration);
   const std::string r = SimultaneousOpen(259, m, /*churn=*/true);
-  EXPECT_EQ(r.rfind("oracle:  violations: mispaired_qps: h0 qpn 17 sends from psn 772060 to h1 qpn 18",
-                    0),
-            0u)
+  EXPECT_EQ(
+      r.rfind("oracle:  violations: mispaired_qps: h0 qpn 17 sends from psn 772060 to h1 qpn 18",
+              0),
+      0u)
       << r;
 #endif
 }
@@ -273,7 +269,8 @@ TEST(EngineSim, C5MutationRepAnyGenerationMispairsQps) {
   }
   EXPECT_GE(caught, 1u);
   EXPECT_EQ(other, 0u) << "a failure other than mispaired_qps";
-  EXPECT_NE(first_r.find("mispaired_qps"), std::string::npos) << "seed " << first << ": " << first_r;
+  EXPECT_NE(first_r.find("mispaired_qps"), std::string::npos)
+      << "seed " << first << ": " << first_r;
   std::printf("C5 rep_any_generation: %llu of %llu seeds fail, first %llu: %.200s\n",
               static_cast<unsigned long long>(caught), static_cast<unsigned long long>(kChurnSeeds),
               static_cast<unsigned long long>(first), first_r.c_str());

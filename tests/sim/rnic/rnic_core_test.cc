@@ -1095,7 +1095,7 @@ TEST(MutationDetect, DupAckEchoesPsnAcksAMispairedWrite) {
   const MispairOutcome o =
       MispairedRequester(Mutated(RnicProfile::kMlx5, base::Mutation::kSimDupAckEchoesPsn));
   EXPECT_EQ(o.write_status, WcStatus::kSuccess);  // acknowledged...
-  EXPECT_FALSE(o.write_landed);                    // ...never placed
+  EXPECT_FALSE(o.write_landed);                   // ...never placed
 }
 
 TEST(MutationDetect, DupReadAnyPsnAcksAMispairedWrite) {
