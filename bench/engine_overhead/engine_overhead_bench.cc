@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
-#include "engine/engine_impl.h"
+#include "engine/inspect.h"
 #include "hal/types.h"
 #include "hal/verbs.h"
 #include "sim/entropy.h"
@@ -191,7 +191,7 @@ struct EngineBed {
     std::unique_ptr<hal::Verbs> verbs;
     std::unique_ptr<sim::SimControlNet> ctl;
     std::unique_ptr<sim::SimEntropy> entropy;
-    std::unique_ptr<EngineImpl> engine;
+    std::unique_ptr<engine::SteppedEngine> engine;
     std::unique_ptr<simworld::SimRuntime> rt;
     std::vector<uint8_t> buf;
   } hosts[2];
@@ -217,7 +217,7 @@ struct EngineBed {
       hs.verbs = fabric.NewVerbs(h);
       hs.entropy = std::make_unique<sim::SimEntropy>(root.Fork());
       EngineEnv env{hs.verbs.get(), hs.ctl.get(), &clock, hs.entropy.get()};
-      auto e = EngineImpl::Create(cfg, env, nullptr, nullptr);
+      auto e = engine::SteppedEngine::Create(cfg, env, nullptr, nullptr);
       if (!e.ok()) Fail(e.status().ToString());
       hs.engine = std::move(*e);
       hs.rt = std::make_unique<simworld::SimRuntime>(hs.engine.get(), &fabric, hs.ctl.get(),
@@ -226,7 +226,7 @@ struct EngineBed {
       if (!hs.engine->RegisterMemory(hs.buf.data(), hs.buf.size()).ok()) Fail("register");
     }
     sched.MakePlan(sim::PickMode::kUniform);
-    EngineImpl& e = *hosts[0].engine;
+    engine::SteppedEngine& e = *hosts[0].engine;
     auto tok = e.OpenSegmentAsync("h1:1000");
     std::optional<SegmentHandle> h;
     sched.Run(
@@ -248,7 +248,7 @@ struct EngineBed {
   }
 
   BatchId Submit(uint32_t slot) {
-    EngineImpl& e = *hosts[0].engine;
+    engine::SteppedEngine& e = *hosts[0].engine;
     auto b = e.AllocateBatch(kTasks);
     if (!b.ok()) Fail("alloc");
     Request reqs[kTasks];
@@ -268,7 +268,7 @@ struct EngineBed {
 
   // One round of the measured loop; returns slices completed.
   [[gnu::noinline]] uint64_t Round() {
-    EngineImpl& e = *hosts[0].engine;
+    engine::SteppedEngine& e = *hosts[0].engine;
     if (inflight.empty())
       for (uint32_t s = 0; s < kBatches; ++s) inflight.push_back(Submit(s));
     fabric.set_current_actor(1);  // worker 0 of h0 (SimRuntime's actor ids)
@@ -276,7 +276,7 @@ struct EngineBed {
     // is postable work (a step polls after it posts, so the slots freed by
     // its poll are posted by the next step).
     for (int k = 0; k < 4; ++k)
-      if (!e.workers()[0]->Step().work_now) break;
+      if (!e.StepWorker(0).work_now) break;
     fabric.set_current_actor(0);
     fabric.Settle(1'000'000'000);
     uint64_t done = 0;

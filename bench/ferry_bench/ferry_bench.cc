@@ -56,7 +56,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "engine/engine_impl.h"
+#include "engine/inspect.h"
 #include "ferry/engine.h"
 #include "hal/os/os_entropy.h"
 #include "hal/os/steady_clock.h"
@@ -479,7 +479,7 @@ int RunSim(const Options& o) {
     std::unique_ptr<hal::Verbs> verbs;
     std::unique_ptr<sim::SimControlNet> ctl;
     std::unique_ptr<sim::SimEntropy> entropy;
-    std::unique_ptr<EngineImpl> engine;
+    std::unique_ptr<engine::SteppedEngine> engine;
     std::unique_ptr<simworld::SimRuntime> rt;
     std::vector<uint8_t> buf;
   };
@@ -496,7 +496,7 @@ int RunSim(const Options& o) {
     hs.verbs = fabric.NewVerbs(h);
     hs.entropy = std::make_unique<sim::SimEntropy>(root.Fork());
     EngineEnv env{hs.verbs.get(), hs.ctl.get(), &clock, hs.entropy.get()};
-    auto e = EngineImpl::Create(cfg, env, nullptr, nullptr);
+    auto e = engine::SteppedEngine::Create(cfg, env, nullptr, nullptr);
     if (!e.ok()) {
       std::fprintf(stderr, "ferry-bench: engine: %s\n", e.status().ToString().c_str());
       return 2;
@@ -512,7 +512,7 @@ int RunSim(const Options& o) {
   }
   sched.MakePlan(sim::PickMode::kUniform);
   for (uint64_t k = 0; k < area; ++k) hosts[1].buf[k] = ReadPattern(k);
-  EngineImpl& init = *hosts[0].engine;
+  engine::SteppedEngine& init = *hosts[0].engine;
   auto tok = init.OpenSegmentAsync(hosts[1].addr);
   std::optional<SegmentHandle> seg;
   absl::Status open_err;
@@ -540,9 +540,9 @@ int RunSim(const Options& o) {
   for (size_t pi = 0; pi < plan.size(); ++pi) {
     const Point& p = plan[pi];
     Shared shared;
-    std::vector<std::unique_ptr<Stream<EngineImpl>>> streams;
+    std::vector<std::unique_ptr<Stream<engine::SteppedEngine>>> streams;
     for (uint32_t s = 0; s < p.threads; ++s)
-      streams.push_back(std::make_unique<Stream<EngineImpl>>(
+      streams.push_back(std::make_unique<Stream<engine::SteppedEngine>>(
           &init, p, lay, s, o.verify, &shared, o.point_bytes, [&clock] { return clock.NowNs(); }));
     std::vector<bool> finished(p.threads, false);
     const uint64_t v0 = clock.NowNs(), w0 = WallNs();
@@ -592,7 +592,7 @@ int RunSim(const Options& o) {
   for (Host& hs : hosts) {
     hs.rt->Stop();
     (void)hs.engine->FinishShutdown();
-    live += hs.engine->ledger().LiveTotal();
+    live += hs.engine->LiveHandles();
   }
   for (auto k : {sim::ObjectKind::kContext, sim::ObjectKind::kPd, sim::ObjectKind::kMr,
                  sim::ObjectKind::kCompChannel, sim::ObjectKind::kCq, sim::ObjectKind::kQp})

@@ -13,7 +13,6 @@ using engine::kDefaultPhases;
 using engine::Phase;
 using engine::PhaseOrder;
 using engine::WaitSet;
-using engine::Worker;
 
 namespace {
 constexpr uint64_t kWorkerStepNs = 500;
@@ -42,8 +41,7 @@ class SimRuntime::WorkerActor final : public sim::Actor {
   std::string_view name() const override { return name_; }
   bool Runnable() override {
     if (rt_->dead_) return false;
-    Worker& wk = *rt_->engine_->workers()[w_];
-    if (wk.InboxSize() > 0 || ws_.work_now || ws_.poll_now || first_) return true;
+    if (rt_->engine_->InboxSize(w_) > 0 || ws_.work_now || ws_.poll_now || first_) return true;
     return ws_.deadline_ns && *ws_.deadline_ns <= rt_->fabric_->NowNs();
   }
   uint64_t Step() override {
@@ -51,7 +49,7 @@ class SimRuntime::WorkerActor final : public sim::Actor {
     PhaseOrder order = kDefaultPhases;
     rt_->prng_.Shuffle(std::span<Phase>(order.data(), order.size()));
     rt_->fabric_->set_current_actor(rt_->first_actor_ + w_);
-    ws_ = rt_->engine_->workers()[w_]->Step(order);
+    ws_ = rt_->engine_->StepWorker(w_, order);
     rt_->fabric_->set_current_actor(0);
     return kWorkerStepNs;
   }
@@ -60,7 +58,7 @@ class SimRuntime::WorkerActor final : public sim::Actor {
     return ws_.deadline_ns;
   }
   bool HasWork() override {
-    return !rt_->dead_ && (ws_.poll_now || rt_->engine_->workers()[w_]->InboxSize() > 0);
+    return !rt_->dead_ && (ws_.poll_now || rt_->engine_->InboxSize(w_) > 0);
   }
 
  private:
@@ -78,20 +76,19 @@ class SimRuntime::ListenerActor final : public sim::Actor {
   bool Runnable() override {
     if (rt_->dead_) return false;
     if (rt_->net_->pollable() > 0) return true;
-    const std::optional<uint64_t> t = rt_->engine_->listener().NextTickNs();
+    const std::optional<uint64_t> t = rt_->engine_->ListenerNextTickNs();
     return t.has_value() && *t <= rt_->fabric_->NowNs();
   }
   uint64_t Step() override {
-    rt_->fabric_->set_current_actor(rt_->first_actor_ +
-                                    static_cast<uint32_t>(rt_->engine_->workers().size()));
-    rt_->engine_->listener().Step(16);
+    rt_->fabric_->set_current_actor(rt_->first_actor_ + rt_->engine_->worker_count());
+    rt_->engine_->StepListener(16);
     rt_->fabric_->set_current_actor(0);
     return kListenerStepNs;
   }
   // The listener's tick (segment refetch resends) is due.
   std::optional<uint64_t> NextWakeNs() override {
     if (rt_->dead_) return std::nullopt;
-    return rt_->engine_->listener().NextTickNs();
+    return rt_->engine_->ListenerNextTickNs();
   }
 
  private:
@@ -104,9 +101,8 @@ class SimRuntime::AsyncActor final : public sim::Actor {
   std::string_view name() const override { return "async"; }
   bool Runnable() override { return !rt_->dead_ && rt_->fabric_->NowNs() >= next_ns_; }
   uint64_t Step() override {
-    rt_->fabric_->set_current_actor(rt_->first_actor_ + 1 +
-                                    static_cast<uint32_t>(rt_->engine_->workers().size()));
-    rt_->engine_->async().Step(16);
+    rt_->fabric_->set_current_actor(rt_->first_actor_ + 1 + rt_->engine_->worker_count());
+    rt_->engine_->StepAsync(16);
     rt_->fabric_->set_current_actor(0);
     next_ns_ = rt_->fabric_->NowNs() + kAsyncPeriodNs;
     return kListenerStepNs;
@@ -121,7 +117,7 @@ class SimRuntime::AsyncActor final : public sim::Actor {
   uint64_t next_ns_ = 0;
 };
 
-SimRuntime::SimRuntime(EngineImpl* engine, sim::Fabric* fabric, sim::SimControlNet* net,
+SimRuntime::SimRuntime(SteppedEngine* engine, sim::Fabric* fabric, sim::SimControlNet* net,
                        SimObserver* observer, uint32_t first_actor_id, sim::Prng prng)
     : engine_(engine),
       fabric_(fabric),
@@ -129,11 +125,10 @@ SimRuntime::SimRuntime(EngineImpl* engine, sim::Fabric* fabric, sim::SimControlN
       first_actor_(first_actor_id),
       prng_(std::move(prng)) {
   (void)observer;
-  const uint32_t workers = static_cast<uint32_t>(engine_->workers().size());
-  for (auto& c : engine_->contexts())
-    for (uint32_t w = 0; w < workers; ++w)
-      for (uint32_t i = 0; i < c->cqs_per_worker(); ++i)
-        FERRY_CHECK(fabric_->BindOwner(c->cq(w, i), first_actor_ + w).ok());
+  const uint32_t workers = engine_->worker_count();
+  for (uint32_t w = 0; w < workers; ++w)
+    for (hal::CqHandle cq : engine_->WorkerCqs(w))
+      FERRY_CHECK(fabric_->BindOwner(cq, first_actor_ + w).ok());
   for (uint32_t w = 0; w < workers; ++w) actors_.push_back(std::make_unique<WorkerActor>(this, w));
   actors_.push_back(std::make_unique<ListenerActor>(this));
   actors_.push_back(std::make_unique<AsyncActor>(this));
@@ -143,11 +138,10 @@ SimRuntime::~SimRuntime() = default;
 
 void SimRuntime::Stop() {
   dead_ = true;
-  const uint32_t workers = static_cast<uint32_t>(engine_->workers().size());
-  for (auto& c : engine_->contexts())
-    for (uint32_t w = 0; w < workers; ++w)
-      for (uint32_t i = 0; i < c->cqs_per_worker(); ++i)
-        if (c->cq(w, i).valid()) FERRY_CHECK(fabric_->BindOwner(c->cq(w, i), 0).ok());
+  const uint32_t workers = engine_->worker_count();
+  for (uint32_t w = 0; w < workers; ++w)
+    for (hal::CqHandle cq : engine_->WorkerCqs(w))
+      if (cq.valid()) FERRY_CHECK(fabric_->BindOwner(cq, 0).ok());
 }
 
 void SimRuntime::AddTo(sim::Scheduler* scheduler) {

@@ -23,8 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/engine_impl.h"
-#include "engine/worker.h"
+#include "engine/inspect.h"
 #include "sim/net/sim_network.h"
 #include "sim/prng.h"
 #include "sim/rnic/fabric.h"
@@ -34,7 +33,7 @@
 namespace ferry::simworld {
 
 using engine::LifecycleObserver;
-using ::ferry::EngineImpl;
+using engine::SteppedEngine;
 
 struct LifecycleRecord {
   uint64_t time_ns = 0;
@@ -70,7 +69,7 @@ class SimObserver final : public LifecycleObserver {
 class SimRuntime {
  public:
   // Actor ids first_actor_id .. +workers+1 (workers, listener, async).
-  SimRuntime(EngineImpl* engine, sim::Fabric* fabric, sim::SimControlNet* net,
+  SimRuntime(SteppedEngine* engine, sim::Fabric* fabric, sim::SimControlNet* net,
              SimObserver* observer, uint32_t first_actor_id, sim::Prng prng);
   ~SimRuntime();
   void AddTo(sim::Scheduler* scheduler);
@@ -81,7 +80,7 @@ class SimRuntime {
   // disables the contexts.
   void Stop();
   bool dead() const { return dead_; }
-  EngineImpl* engine() const { return engine_; }
+  SteppedEngine* engine() const { return engine_; }
   size_t actor_count() const { return actors_.size(); }
   sim::Actor* actor(size_t i) const { return actors_[i].get(); }
 
@@ -93,7 +92,7 @@ class SimRuntime {
   friend class ListenerActor;
   friend class AsyncActor;
 
-  EngineImpl* engine_;
+  SteppedEngine* engine_;
   sim::Fabric* fabric_;
   sim::SimControlNet* net_;
   uint32_t first_actor_;

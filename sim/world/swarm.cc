@@ -217,7 +217,7 @@ class Run {
     const bool stale = ps.own_incarnation != own ||
                        (plan_.world.reopen_after_peer_restart && ps.peer_incarnation != peer);
     if (!stale) return ps.handle;
-    EngineImpl& e = *w.host(h).engine;
+    engine::SteppedEngine& e = *w.host(h).engine;
     if (ps.opening && ps.own_incarnation == own) {
       auto p = e.PollOpenSegment(*ps.opening);
       if (!p.ok()) {
@@ -319,8 +319,9 @@ class Run {
     }
     for (uint32_t h = 0; h < kHosts; ++h) {
       if (w.host(h).engine == nullptr) continue;
-      for (auto& wk : w.host(h).engine->workers())
-        for (const std::string& r : wk->PendingReasons())
+      const engine::SteppedEngine& e = *w.host(h).engine;
+      for (uint32_t k = 0; k < e.worker_count(); ++k)
+        for (const std::string& r : e.PendingReasons(k))
           absl::StrAppend(&out, "h", h, " ", r, "; ");
     }
     return out;
@@ -398,9 +399,9 @@ class Run {
         ++r.probes[rec.kind];
         r.names[base::Fnv1a64(rec.key)] = rec.key;
       }
-    for (EngineImpl* e : w.engines())
-      for (auto& wk : e->workers()) {
-        const engine::WorkerStats& s = wk->stats();
+    for (const engine::SteppedEngine* e : w.engines())
+      for (uint32_t k = 0; k < e->worker_count(); ++k) {
+        const engine::WorkerStats& s = e->StatsOf(k);
         r.probes["w.stale_cqes"] += s.stale_cqes;
         r.probes["w.zombie_escalations"] += s.zombie_escalations;
         r.probes["w.cq_recreated"] += s.cq_recreated;

@@ -194,7 +194,7 @@ absl::Status TwoEngines::Start(uint32_t h) {
     const uint32_t base = 1 + 100 * h + 1000 * restarts_;
     hs.obs = std::make_unique<SimObserver>(&fabric_, &trace_, base, hs.addr);
     EngineEnv env{hs.verbs.get(), hs.net.get(), &clock_, hs.entropy.get()};
-    auto e = EngineImpl::Create(config_, env, &mutations_, hs.obs.get());
+    auto e = engine::SteppedEngine::Create(config_, env, &mutations_, hs.obs.get());
     if (!e.ok()) {
       hs.obs.reset();
       return e.status();
@@ -354,7 +354,7 @@ bool TwoEngines::RunUntil(const std::function<bool()>& done, uint64_t time_max_n
 
 SubmitResult TwoEngines::Submit(uint32_t h, BatchId batch, const std::vector<Request>& reqs) {
   MainScope main(this);
-  EngineImpl& e = *hosts_[h].engine;
+  engine::SteppedEngine& e = *hosts_[h].engine;
   SubmitResult sr = e.Submit(batch, absl::MakeConstSpan(reqs));
   if (!sr.status.ok()) return sr;
   for (size_t i = 0; i < sr.tasks.size(); ++i) {
@@ -400,18 +400,15 @@ void TwoEngines::OracleStep() {
   for (uint32_t h = 0; h < kHosts; ++h) {
     HostState& hs = hosts_[h];
     if (!Alive(h)) continue;
-    for (auto& wk : hs.engine->workers()) {
-      for (hal::CqHandle cq : wk->OwnedCqs()) {
-        const engine::CqQuota* q = wk->QuotaOf(cq);
-        auto truth = fabric_.TruthOf(cq);
-        if (q == nullptr || !truth.ok() || truth->errored) continue;
-        const uint64_t reserved = static_cast<uint64_t>(q->reserved());
-        max_quota_ = std::max(max_quota_, reserved);
-        if (truth->present + truth->producible > reserved || reserved > truth->capacity)
-          Fail(absl::StrCat("quota: h", h, " w", wk->id(), " cq ", cq.id,
-                            " present=", truth->present, " producible=", truth->producible,
-                            " reserved=", reserved, " capacity=", truth->capacity));
-      }
+    for (const engine::QuotaView& q : hs.engine->Quotas()) {
+      auto truth = fabric_.TruthOf(q.cq);
+      if (!truth.ok() || truth->errored) continue;
+      const uint64_t reserved = static_cast<uint64_t>(q.reserved);
+      max_quota_ = std::max(max_quota_, reserved);
+      if (truth->present + truth->producible > reserved || reserved > truth->capacity)
+        Fail(absl::StrCat("quota: h", h, " w", q.worker, " cq ", q.cq.id,
+                          " present=", truth->present, " producible=", truth->producible,
+                          " reserved=", reserved, " capacity=", truth->capacity));
     }
   }
 }
@@ -442,7 +439,7 @@ std::string TwoEngines::Violations() const {
 
 absl::StatusOr<SegmentHandle> TwoEngines::Open(uint32_t from, uint32_t to) {
   if (!Alive(from)) return absl::UnavailableError(absl::StrCat("h", from, " is down"));
-  EngineImpl& e = *hosts_[from].engine;
+  engine::SteppedEngine& e = *hosts_[from].engine;
   absl::StatusOr<OpenToken> t;
   {
     MainScope main(this);
@@ -489,11 +486,11 @@ std::string TwoEngines::ShutdownAndCheckLeaks() {
     for (uint32_t h = 0; h < kHosts; ++h) {
       if (!Alive(h)) continue;
       HostState& hs = hosts_[h];
-      for (auto& wk : hs.engine->workers()) {
-        out += absl::StrCat(hs.addr, " w", wk->id(), " down=", wk->ShutDown(),
-                            " live=", wk->LiveEndpoints(), " retiring=", wk->RetiringEndpoints(),
-                            " inbox=", wk->InboxSize(), "; ");
-        for (const std::string& r : wk->PendingReasons()) out += hs.addr + " " + r + "; ";
+      for (uint32_t w = 0; w < hs.engine->worker_count(); ++w) {
+        const engine::WorkerView v = hs.engine->ViewOf(w);
+        out += absl::StrCat(hs.addr, " w", v.id, " down=", v.shut_down, " live=", v.live_endpoints,
+                            " retiring=", v.retiring_endpoints, " inbox=", v.inbox, "; ");
+        for (const std::string& r : hs.engine->PendingReasons(w)) out += hs.addr + " " + r + "; ";
       }
     }
   }
@@ -504,8 +501,8 @@ std::string TwoEngines::ShutdownAndCheckLeaks() {
     hs.rt->Stop();
     absl::Status s = hs.engine->FinishShutdown();
     if (!s.ok()) out += absl::StrCat(hs.addr, " FinishShutdown: ", s.ToString(), "; ");
-    if (hs.engine->ledger().LiveTotal() != 0)
-      out += absl::StrCat(hs.addr, " ledger: ", hs.engine->ledger().ToString(), "; ");
+    if (hs.engine->LiveHandles() != 0)
+      out += absl::StrCat(hs.addr, " ledger: ", hs.engine->HandleReport(), "; ");
   }
   for (auto k : {sim::ObjectKind::kContext, sim::ObjectKind::kPd, sim::ObjectKind::kMr,
                  sim::ObjectKind::kCompChannel, sim::ObjectKind::kCq, sim::ObjectKind::kQp}) {
@@ -524,8 +521,8 @@ std::vector<const SimObserver*> TwoEngines::observers() const {
   return out;
 }
 
-std::vector<EngineImpl*> TwoEngines::engines() const {
-  std::vector<EngineImpl*> out(dead_engines_.begin(), dead_engines_.end());
+std::vector<engine::SteppedEngine*> TwoEngines::engines() const {
+  std::vector<engine::SteppedEngine*> out(dead_engines_.begin(), dead_engines_.end());
   for (const HostState& hs : hosts_)
     if (hs.engine != nullptr) out.push_back(hs.engine.get());
   return out;

@@ -45,7 +45,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "base/mutation.h"
-#include "engine/engine_impl.h"
+#include "engine/inspect.h"
 #include "sim/entropy.h"
 #include "sim/net/sim_network.h"
 #include "sim/prng.h"
@@ -73,7 +73,7 @@ struct HostState {
   std::unique_ptr<sim::SimControlNet> net;
   std::unique_ptr<sim::SimEntropy> entropy;
   std::unique_ptr<SimObserver> obs;
-  std::unique_ptr<EngineImpl> engine;
+  std::unique_ptr<engine::SteppedEngine> engine;
   std::unique_ptr<SimRuntime> rt;
   std::vector<uint8_t> buf;
   bool registered = false;   // buf registered with the current engine
@@ -220,7 +220,7 @@ class TwoEngines {
   std::vector<const SimObserver*> observers() const;
   // Engines of every incarnation, dead ones included (their stats stay
   // readable; a dead engine is never stepped again).
-  std::vector<EngineImpl*> engines() const;
+  std::vector<engine::SteppedEngine*> engines() const;
 
   HostState& host(uint32_t h) { return hosts_[h]; }
   sim::Fabric& fabric() { return fabric_; }
@@ -255,7 +255,7 @@ class TwoEngines {
   std::vector<std::unique_ptr<SimObserver>> dead_obs_;
   // Abandoned engines of dead processes: never destroyed (their verbs
   // handles died with the process), never stepped; read for stats only.
-  std::vector<EngineImpl*> dead_engines_;
+  std::vector<engine::SteppedEngine*> dead_engines_;
   uint32_t restarts_ = 0;
   sim::RunResult last_run_;
   std::vector<Tracked> tracked_;

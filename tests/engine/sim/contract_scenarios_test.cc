@@ -33,14 +33,15 @@ int Count(const std::vector<LifecycleRecord>& r, std::string_view kind, std::str
   return n;
 }
 
-Worker& OwnerOn(TwoEngines& w, uint32_t h, uint32_t peer) {
-  EngineImpl& e = *w.host(h).engine;
-  const uint32_t o =
-      OwnerForKey(EndpointKey{"sim0", Peer(w, peer)}, static_cast<uint32_t>(e.workers().size()));
-  return *e.workers()[o];
+// The worker of host h that owns the endpoint toward `peer` (context 0).
+uint32_t OwnerOn(TwoEngines& w, uint32_t h, uint32_t peer) {
+  return w.host(h).engine->OwnerOf(0, Peer(w, peer));
 }
 const Endpoint* EndpointOn(TwoEngines& w, uint32_t h, uint32_t peer) {
-  return OwnerOn(w, h, peer).Find(0, Peer(w, peer));
+  return w.host(h).engine->FindEndpoint(OwnerOn(w, h, peer), 0, Peer(w, peer));
+}
+uint64_t RailErrorsOn(TwoEngines& w, uint32_t h, uint32_t peer) {
+  return w.host(h).engine->StatsOf(OwnerOn(w, h, peer)).rail_errors;
 }
 
 sim::ScriptedFault QpFault(sim::FaultKind k, uint64_t now, uint32_t host, uint32_t qpn) {
@@ -137,7 +138,7 @@ std::string C1LateDma(uint64_t seed, const base::Mutations& m) {
     if (!w.fabric().Inject(QpFault(sim::FaultKind::kModifyQpFail, w.clock().NowNs(), 0, qpn)).ok())
       return "inject";
   const TaskId id = sr.tasks[0];
-  EngineImpl& e = *w.host(0).engine;
+  SteppedEngine& e = *w.host(0).engine;
   w.RunUntil([&] { return IsTerminal(*e.GetTaskStatus(id)); }, 1'000'000'000);
   const TaskStatus st = *e.GetTaskStatus(id);
   if (st != TaskStatus::kTimeout)
@@ -207,7 +208,7 @@ std::string C2(uint64_t seed, const base::Mutations& m) {
   SubmitResult b =
       w.Submit(0, *bb, {MakeReq(w, 0, *seg, OpKind::kWrite, 256 * 1024, 256 * 1024, 48 * 1024)});
   if (!a.status.ok() || !b.status.ok()) return "submit";
-  EngineImpl& e = *w.host(0).engine;
+  SteppedEngine& e = *w.host(0).engine;
   w.RunUntil(
       [&] {
         return IsTerminal(*e.GetTaskStatus(a.tasks[0])) && IsTerminal(*e.GetTaskStatus(b.tasks[0]));
@@ -286,7 +287,7 @@ std::string C3(uint64_t seed, const base::Mutations& m) {
   w.RunUntil([&] { return task->slice(0).Load().state == SliceState::kPosted; }, 1'000'000);
   w.RunUntil([] { return false; }, 100'000);  // the WRITE executes; its CQE waits
   if (!w.fabric().SetLinkUp(0, "sim0", false).ok()) return "link down";
-  EngineImpl& e = *w.host(0).engine;
+  SteppedEngine& e = *w.host(0).engine;
   w.RunUntil([&] { return IsTerminal(*e.GetTaskStatus(a.tasks[0])); }, 50'000'000);
   const TaskStatus st = *e.GetTaskStatus(a.tasks[0]);
   const auto& r = w.host(0).obs->records();
@@ -364,11 +365,11 @@ std::string C4(uint64_t seed, const base::Mutations& m) {
   if (!(fail >= 0 && ok > fail && gone > ok))
     return absl::StrCat("order destroy_failed=", fail, " qp_destroyed=", ok,
                         " ep_destroyed=", gone);
-  const CqQuota* q = OwnerOn(w, 0, 1).QuotaOf(cq);
-  if (q == nullptr) return "no ledger";
-  if (q->reserved() != 0 || q->zombie_held() != 0 || q->stray_cqes() != 0)
-    return absl::StrCat("quota after teardown: reserved=", q->reserved(),
-                        " zombie=", q->zombie_held(), " stray=", q->stray_cqes());
+  const std::optional<QuotaView> q = w.host(0).engine->QuotaOf(OwnerOn(w, 0, 1), cq);
+  if (!q) return "no ledger";
+  if (q->reserved != 0 || q->zombie_held != 0 || q->stray_cqes != 0)
+    return absl::StrCat("quota after teardown: reserved=", q->reserved, " zombie=", q->zombie_held,
+                        " stray=", q->stray_cqes);
   if (w.max_quota() == 0) return "the quota was never observed";
   return Finish(w);
 }
@@ -463,7 +464,7 @@ std::string C6(uint64_t seed, const base::Mutations& m, uint64_t* trace_hash = n
   w.RunUntil([&] { return EndpointOn(w, 0, 1) == nullptr; }, 10'000'000);
   if (EndpointOn(w, 0, 1) != nullptr) return "host 0 did not drop its side";
   const uint64_t t0 = w.clock().NowNs();
-  const uint64_t rail0 = OwnerOn(w, 1, 0).stats().rail_errors;
+  const uint64_t rail0 = RailErrorsOn(w, 1, 0);
   Fill(w, 1, 160 * 1024, 16 * 1024, 62);
   auto [st2, id2] =
       Run1(w, 1, MakeReq(w, 1, *seg10, OpKind::kWrite, 160 * 1024, 200 * 1024, 16 * 1024));
@@ -480,8 +481,8 @@ std::string C6(uint64_t seed, const base::Mutations& m, uint64_t* trace_hash = n
   auto t2 = w.host(1).engine->TaskOf(id2);
   if (t2->slice(0).retries_used != 1)
     return absl::StrCat("retries_used ", t2->slice(0).retries_used, " (want 1)");
-  if (OwnerOn(w, 1, 0).stats().rail_errors != rail0 + 1)
-    return absl::StrCat("rail errors +", OwnerOn(w, 1, 0).stats().rail_errors - rail0,
+  if (RailErrorsOn(w, 1, 0) != rail0 + 1)
+    return absl::StrCat("rail errors +", RailErrorsOn(w, 1, 0) - rail0,
                         " (want +1: once per endpoint failure event)");
   std::string out = Finish(w);
   if (trace_hash != nullptr) *trace_hash = w.trace_hash();
@@ -548,7 +549,7 @@ std::string CqErr(uint64_t seed, const base::Mutations& m) {
   if (!(err >= 0 && ret > err && d > ret && rec > d && ready > rec))
     return absl::StrCat("order cq_err=", err, " retire=", ret, " qp_destroyed=", d,
                         " recreated=", rec, " ready=", ready);
-  if (w.host(0).engine->workers()[0]->QuotaUsed() != 0) return "quota not zero";
+  if (w.host(0).engine->ViewOf(0).quota_used != 0) return "quota not zero";
   return Finish(w);
 }
 
@@ -576,7 +577,7 @@ std::string CqErrWhilePeerReconnects(uint64_t seed, const base::Mutations& m) {
   if (Run1(w, 0, MakeReq(w, 0, *s01, OpKind::kWrite, 0, 0, 16 * 1024)).first !=
       TaskStatus::kCompleted)
     return "warm-up";
-  const Endpoint* ep = w.host(0).engine->workers()[0]->Find(0, Peer(w, 1));
+  const Endpoint* ep = w.host(0).engine->FindEndpoint(0, 0, Peer(w, 1));
   if (ep == nullptr) return "no endpoint on h0";
   sim::ScriptedFault f;
   f.at_ns = w.clock().NowNs();
@@ -615,7 +616,7 @@ std::string CqErrWhilePeerReconnects(uint64_t seed, const base::Mutations& m) {
       },
       5'000'000'000);
   if (st0 != TaskStatus::kCompleted || st1 != TaskStatus::kCompleted) {
-    const std::vector<std::string> pending = w.host(0).engine->workers()[0]->PendingReasons();
+    const std::vector<std::string> pending = w.host(0).engine->PendingReasons(0);
     return absl::StrCat("after CQ_ERR: h0 task ", std::string(TaskStatusName(st0)), ", h1 task ",
                         std::string(TaskStatusName(st1)),
                         "; pending: ", pending.empty() ? std::string("none") : pending.front());
@@ -634,7 +635,7 @@ std::string CqErrWhilePeerReconnects(uint64_t seed, const base::Mutations& m) {
         ready > create))
     return absl::StrCat("order cq_err=", err, " destroy_failed=", fail, " req_parked=", parked,
                         " recreated=", rec, " ep_create=", create, " ready=", ready);
-  if (w.host(0).engine->workers()[0]->QuotaUsed() != 0) return "quota not zero";
+  if (w.host(0).engine->ViewOf(0).quota_used != 0) return "quota not zero";
   return Finish(w);
 }
 
@@ -679,15 +680,14 @@ std::string RemAccess(uint64_t seed, const base::Mutations& m) {
       TaskStatus::kCompleted)
     return "warm-up";
   if (!w.host(1).engine->UnregisterMemory(w.host(1).buf.data()).ok()) return "unregister";
-  Worker& owner = OwnerOn(w, 0, 1);
-  const uint64_t rail_errors = owner.stats().rail_errors;
+  const uint64_t rail_errors = RailErrorsOn(w, 0, 1);
   const size_t from = w.host(0).obs->records().size();
   auto [st, id] = Run1(w, 0, MakeReq(w, 0, *seg, OpKind::kWrite, 64 * 1024, 64 * 1024, 16 * 1024));
   if (st != TaskStatus::kFailed)
     return absl::StrCat("stale rkey ended ", std::string(TaskStatusName(st)));
   auto t = w.host(0).engine->TaskOf(id);
   if (t->slice(0).retries_used != 0) return "REM_ACCESS_ERR was retried";
-  if (owner.stats().rail_errors != rail_errors) return "the rail was penalised";
+  if (RailErrorsOn(w, 0, 1) != rail_errors) return "the rail was penalised";
   const auto& r = w.host(0).obs->records();
   const std::string k = KeyOf(w, 1);
   const int64_t err = Find(r, "cqe_error", k, from), ret = Find(r, "ep_retire", k, from);
@@ -717,7 +717,7 @@ std::string DeviceFatal(uint64_t seed, const base::Mutations& m) {
   if (Run1(w, 0, MakeReq(w, 0, *seg, OpKind::kWrite, 0, 0, 16 * 1024)).first !=
       TaskStatus::kCompleted)
     return "warm-up";
-  EngineImpl& e = *w.host(0).engine;
+  SteppedEngine& e = *w.host(0).engine;
   const uint64_t v0 = e.LocalSegment().version;
   const size_t from = w.host(0).obs->records().size();
   Fill(w, 0, 64 * 1024, 96 * 1024, 81);
@@ -790,7 +790,7 @@ std::string DestroyGiveUp(uint64_t seed, bool knob) {
                .ok())
         return "inject destroy_fail";
   }
-  EngineImpl& e = *w.host(0).engine;
+  SteppedEngine& e = *w.host(0).engine;
   const size_t from = w.host(0).obs->records().size();
   auto batch = e.AllocateBatch(1);
   SubmitResult t =
@@ -879,8 +879,8 @@ std::string ZombieCap(uint64_t seed, const base::Mutations& m) {
     return absl::StrCat("order retire=", ret, " zombie_escalate=", z, " qp_destroyed=", d);
   const uint64_t took = w.TrackedOf(0, id)->publish_ns - t0;
   if (took >= c.slice_timeout_ns + c.drain_timeout_ns) return "waited for the drain";
-  const CqQuota* q = OwnerOn(w, 0, 1).QuotaOf(cq);
-  if (q == nullptr || q->reserved() != 0) return "quota not returned";
+  const std::optional<QuotaView> q = w.host(0).engine->QuotaOf(OwnerOn(w, 0, 1), cq);
+  if (!q || q->reserved != 0) return "quota not returned";
   return Finish(w);
 }
 
@@ -893,7 +893,7 @@ std::string C8(const base::Mutations& m) {
   TwoEngines w(1, sim::NetPlan{}, m, ScenarioConfig());
   auto seg = w.Open(0, 1);
   if (!seg.ok()) return "open";
-  EngineImpl& e = *w.host(0).engine;
+  SteppedEngine& e = *w.host(0).engine;
   auto batch = e.AllocateBatch(2);
   if (!batch.ok()) return "batch";
   const Request good = MakeReq(w, 0, *seg, OpKind::kWrite, 0, 0, 4096);
@@ -940,7 +940,7 @@ std::string C8(const base::Mutations& m) {
     return "full batch not refused";
   if (e.GetBatchStatus(*batch)->tasks != 0) return "full batch: something enqueued";
   // Hostile handshake bytes: rejected by the listener, no endpoint touched.
-  const uint64_t rejected0 = e.listener().rejected();
+  const uint64_t rejected0 = e.ListenerRejected();
   const size_t rec0 = w.host(0).obs->records().size();
   std::vector<uint8_t> junk(100, 0xab);
   (void)w.host(1).net->Send(w.host(0).addr, junk);
@@ -953,7 +953,7 @@ std::string C8(const base::Mutations& m) {
   forged.qps = {HandshakeQp{5, 1}, HandshakeQp{6, 2}};
   (void)w.host(1).net->Send(w.host(0).addr, *EncodeHandshake(forged));
   w.RunUntil([] { return false; }, 2'000'000);
-  if (e.listener().rejected() != rejected0 + 2) return "hostile messages not rejected";
+  if (e.ListenerRejected() != rejected0 + 2) return "hostile messages not rejected";
   if (w.host(0).obs->records().size() != rec0) return "hostile messages reached an owner";
   // FreeBatch / UnregisterMemory while a task is pending.
   SubmitResult ok = w.Submit(0, *batch, {good});
@@ -970,10 +970,10 @@ std::string C8(const base::Mutations& m) {
   EngineConfig bc = ScenarioConfig();
   bc.qp_timeout_exp = 0;
   EngineEnv env{w.host(0).verbs.get(), w.host(0).net.get(), &w.clock(), w.host(0).entropy.get()};
-  if (EngineImpl::Create(bc, env, nullptr, nullptr).ok()) return "qp_timeout_exp 0 accepted";
+  if (SteppedEngine::Create(bc, env, nullptr, nullptr).ok()) return "qp_timeout_exp 0 accepted";
   bc = ScenarioConfig();
   bc.cqe_limit = 16;
-  if (EngineImpl::Create(bc, env, nullptr, nullptr).ok()) return "cqe_limit too small accepted";
+  if (SteppedEngine::Create(bc, env, nullptr, nullptr).ok()) return "cqe_limit too small accepted";
   return Finish(w);
 }
 
@@ -998,7 +998,7 @@ TEST(EngineContracts, C8MutationSkipValidationFails) {
 // again: its first REQ (a higher generation) retires host 1's stale READY
 // endpoint and is served in the same exchange; bytes verify.
 std::optional<SegmentHandle> OpenFake(TwoEngines& w, sim::SimControlNet* dead, uint32_t from) {
-  EngineImpl& e = *w.host(from).engine;
+  SteppedEngine& e = *w.host(from).engine;
   auto tok = e.OpenSegmentAsync(dead->LocalAddress());
   if (!tok.ok()) return std::nullopt;
   std::optional<SegmentHandle> seg;
@@ -1095,7 +1095,7 @@ std::string DeadPeer(uint64_t seed, const base::Mutations& m, uint64_t* gap_ns) 
   if (!seg.ok()) return "open";
   auto dead = w.net().Bind("h2:1000");
   if (!dead.ok()) return "bind h2";
-  EngineImpl& e = *w.host(0).engine;
+  SteppedEngine& e = *w.host(0).engine;
   auto tok = e.OpenSegmentAsync("h2:1000");
   if (!tok.ok()) return "open h2";
   std::optional<SegmentHandle> seg2;
@@ -1142,7 +1142,7 @@ std::string DeadPeer(uint64_t seed, const base::Mutations& m, uint64_t* gap_ns) 
   if (IsTerminal(*e.GetTaskStatus(sd.tasks[0]))) return "dead-peer task ended too early";
   if (Find(w.host(0).obs->records(), "req_sent", "sim0|h2:1000@sim0") < 0)
     return "no REQ to the dead peer";
-  *gap_ns = e.workers()[0]->stats().max_poll_gap_ns;
+  *gap_ns = e.StatsOf(0).max_poll_gap_ns;
   // Let the dead peer's handshake and task time out, then shut down.
   w.RunUntil([&] { return IsTerminal(*e.GetTaskStatus(sd.tasks[0])); }, 3'000'000'000);
   return Finish(w);
@@ -1232,8 +1232,8 @@ std::string OneShotSwarm(uint64_t seed, std::string* plan_text, SwarmTally* tall
   if (!done) {
     std::string out = "not all terminal: ";
     for (uint32_t h = 0; h < 2; ++h)
-      for (auto& wk : w.host(h).engine->workers())
-        for (const std::string& r : wk->PendingReasons())
+      for (uint32_t k = 0; k < w.host(h).engine->worker_count(); ++k)
+        for (const std::string& r : w.host(h).engine->PendingReasons(k))
           out += "h" + std::to_string(h) + " " + r + "; ";
     return out;
   }

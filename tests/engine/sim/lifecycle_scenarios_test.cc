@@ -28,7 +28,7 @@ uint8_t Pattern(uint32_t who, uint64_t off) {
 // is terminal. Returns its status.
 TaskStatus Transfer(TwoEngines& w, uint32_t from, SegmentHandle seg, OpKind op, uint64_t local_off,
                     uint64_t remote_off, uint64_t len) {
-  EngineImpl& e = *w.host(from).engine;
+  SteppedEngine& e = *w.host(from).engine;
   const uint32_t to = 1 - from;
   auto batch = e.AllocateBatch(4);
   FERRY_CHECK(batch.ok());
@@ -121,7 +121,7 @@ std::string SimultaneousOpen(uint64_t seed, const base::Mutations& m, bool churn
     return absl::StrCat("open failed: ", s01.status().ToString(), "; ", s10.status().ToString());
   std::vector<std::pair<uint32_t, TaskId>> tasks;
   for (uint32_t h = 0; h < 2; ++h) {
-    EngineImpl& e = *w.host(h).engine;
+    SteppedEngine& e = *w.host(h).engine;
     auto batch = e.AllocateBatch(4);
     Request r;
     r.opcode = OpKind::kWrite;
@@ -156,7 +156,7 @@ std::string SimultaneousOpen(uint64_t seed, const base::Mutations& m, bool churn
     for (uint32_t h = 0; h < 2; ++h) {
       const std::string peer = w.host(1 - h).addr + "@sim0";
       const Endpoint* e =
-          w.host(h).engine->workers()[OwnerForKey(EndpointKey{"sim0", peer}, 2)]->Find(0, peer);
+          w.host(h).engine->FindEndpoint(OwnerForKey(EndpointKey{"sim0", peer}, 2), 0, peer);
       if (e == nullptr || e->state() != EndpointState::kReady) return false;
     }
     return true;
@@ -172,12 +172,12 @@ std::string SimultaneousOpen(uint64_t seed, const base::Mutations& m, bool churn
   }
   const Endpoint* ep[2] = {nullptr, nullptr};
   for (uint32_t h = 0; h < 2; ++h) {
-    EngineImpl& e = *w.host(h).engine;
+    SteppedEngine& e = *w.host(h).engine;
     const std::string peer = w.host(1 - h).addr + "@sim0";
     const uint32_t owner = OwnerForKey(EndpointKey{"sim0", peer}, 2);
     for (uint32_t k = 0; k < 2; ++k)
-      if (k != owner && e.workers()[k]->Find(0, peer) != nullptr) return "endpoint on non-owner";
-    ep[h] = e.workers()[owner]->Find(0, peer);
+      if (k != owner && e.FindEndpoint(k, 0, peer) != nullptr) return "endpoint on non-owner";
+    ep[h] = e.FindEndpoint(owner, 0, peer);
     if (ep[h] == nullptr || ep[h]->state() != EndpointState::kReady)
       return absl::StrCat("host ", h, " has no READY endpoint");
   }
@@ -327,10 +327,8 @@ std::string PeerRestart(uint64_t seed, const base::Mutations& m) {
   if (!(recv >= 0 && retire > recv && rep > retire && ready > rep))
     return absl::StrCat("order recv=", recv, " retire=", retire, " rep=", rep, " ready=", ready);
   // A delayed stale REQ (same incarnation, lower generation) changes nothing.
-  const Endpoint* ep =
-      w.host(0)
-          .engine->workers()[OwnerForKey(EndpointKey{"sim0", w.host(1).addr + "@sim0"}, 2)]
-          ->Find(0, w.host(1).addr + "@sim0");
+  const Endpoint* ep = w.host(0).engine->FindEndpoint(
+      OwnerForKey(EndpointKey{"sim0", w.host(1).addr + "@sim0"}, 2), 0, w.host(1).addr + "@sim0");
   if (ep == nullptr || ep->state() != EndpointState::kReady || !ep->peer()) return "no READY";
   // A REQ delayed from the peer's PREVIOUS incarnation (the C6 hole: a
   // random incarnation looks "new") must be STALE too.

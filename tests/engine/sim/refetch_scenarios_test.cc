@@ -59,7 +59,7 @@ std::string Prologue(TwoEngines& w, SegmentHandle* seg10) {
   if (Run1(w, 0, MakeReq(w, 0, *seg, OpKind::kWrite, 0, 0, 16 * 1024)).first !=
       TaskStatus::kCompleted)
     return "warm-up";
-  EngineImpl& e0 = *w.host(0).engine;
+  SteppedEngine& e0 = *w.host(0).engine;
   const uint64_t v0 = e0.LocalSegment().version;
   if (Info(w, 1, *seg10).version != v0) return "host 1 holds another version";
   const size_t from = w.host(0).obs->records().size();
@@ -278,7 +278,7 @@ std::string ConcurrentErrors(uint64_t seed) {
   SegmentHandle seg10;
   if (std::string p = Prologue(w, &seg10); !p.empty()) return p;
   const size_t from = w.host(1).obs->records().size();
-  EngineImpl& e1 = *w.host(1).engine;
+  SteppedEngine& e1 = *w.host(1).engine;
   auto batch = e1.AllocateBatch(4);
   if (!batch.ok()) return "batch";
   std::vector<Request> reqs;

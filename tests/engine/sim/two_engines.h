@@ -18,6 +18,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
+#include "engine/cq_quota.h"
+#include "engine/endpoint.h"
+#include "engine/inspect.h"
 #include "engine/owner.h"
 #include "sim/world/two_engines.h"
 

@@ -1,0 +1,139 @@
+// engine/inspect.cc: SteppedEngine forwards to the engine body (see
+// engine/inspect.h). Each method is one call or one loop over the body's
+// own objects; nothing here holds state of its own.
+#include "engine/inspect.h"
+
+#include <utility>
+
+#include "base/check.h"
+#include "engine/engine_impl.h"
+#include "engine/owner.h"
+
+namespace ferry::engine {
+
+absl::StatusOr<std::unique_ptr<SteppedEngine>> SteppedEngine::Create(
+    const EngineConfig& config, const EngineEnv& env, const base::Mutations* mutations,
+    LifecycleObserver* observer) {
+  auto impl = EngineImpl::Create(config, env, mutations, observer);
+  if (!impl.ok()) return impl.status();
+  return std::unique_ptr<SteppedEngine>(new SteppedEngine(std::move(*impl)));
+}
+
+SteppedEngine::SteppedEngine(std::unique_ptr<EngineImpl> impl) : impl_(std::move(impl)) {
+  FERRY_CHECK(impl_ != nullptr);
+}
+SteppedEngine::~SteppedEngine() = default;
+
+// ---- API
+absl::Status SteppedEngine::RegisterMemory(void* addr, size_t len_bytes) {
+  return impl_->RegisterMemory(addr, len_bytes);
+}
+absl::Status SteppedEngine::UnregisterMemory(void* addr) { return impl_->UnregisterMemory(addr); }
+SegmentDescriptor SteppedEngine::LocalSegment() const { return impl_->LocalSegment(); }
+absl::StatusOr<OpenToken> SteppedEngine::OpenSegmentAsync(std::string_view host_port) {
+  return impl_->OpenSegmentAsync(host_port);
+}
+absl::StatusOr<std::optional<SegmentHandle>> SteppedEngine::PollOpenSegment(OpenToken token) {
+  return impl_->PollOpenSegment(token);
+}
+absl::Status SteppedEngine::CloseSegment(SegmentHandle segment) {
+  return impl_->CloseSegment(segment);
+}
+absl::StatusOr<SegmentInfo> SteppedEngine::GetSegmentInfo(SegmentHandle segment) const {
+  return impl_->GetSegmentInfo(segment);
+}
+absl::StatusOr<BatchId> SteppedEngine::AllocateBatch(uint32_t capacity) {
+  return impl_->AllocateBatch(capacity);
+}
+SubmitResult SteppedEngine::Submit(BatchId batch, absl::Span<const Request> requests) {
+  return impl_->Submit(batch, requests);
+}
+absl::StatusOr<TaskStatus> SteppedEngine::GetTaskStatus(TaskId task) const {
+  return impl_->GetTaskStatus(task);
+}
+absl::StatusOr<BatchStatus> SteppedEngine::GetBatchStatus(BatchId batch) const {
+  return impl_->GetBatchStatus(batch);
+}
+absl::Status SteppedEngine::Cancel(TaskId task) { return impl_->Cancel(task); }
+absl::Status SteppedEngine::CancelBatch(BatchId batch) { return impl_->CancelBatch(batch); }
+absl::Status SteppedEngine::FreeBatch(BatchId batch) { return impl_->FreeBatch(batch); }
+PendingReport SteppedEngine::Pending() const { return impl_->Pending(); }
+
+// ---- lifecycle
+void SteppedEngine::BeginShutdown() { impl_->BeginShutdown(); }
+bool SteppedEngine::WorkersDrained() const { return impl_->WorkersDrained(); }
+absl::Status SteppedEngine::FinishShutdown() { return impl_->FinishShutdown(); }
+
+// ---- stepping
+uint32_t SteppedEngine::worker_count() const {
+  return static_cast<uint32_t>(impl_->workers().size());
+}
+WaitSet SteppedEngine::StepWorker(uint32_t w, const PhaseOrder& order) {
+  FERRY_CHECK(w < worker_count());
+  return impl_->workers()[w]->Step(order);
+}
+size_t SteppedEngine::InboxSize(uint32_t w) const {
+  FERRY_CHECK(w < worker_count());
+  return impl_->workers()[w]->InboxSize();
+}
+void SteppedEngine::StepListener(uint32_t budget) { impl_->listener().Step(budget); }
+std::optional<uint64_t> SteppedEngine::ListenerNextTickNs() const {
+  return impl_->listener().NextTickNs();
+}
+void SteppedEngine::StepAsync(uint32_t budget) { impl_->async().Step(budget); }
+std::vector<hal::CqHandle> SteppedEngine::WorkerCqs(uint32_t w) const {
+  FERRY_CHECK(w < worker_count());
+  std::vector<hal::CqHandle> out;
+  for (const auto& c : impl_->contexts())
+    for (uint32_t i = 0; i < c->cqs_per_worker(); ++i) out.push_back(c->cq(w, i));
+  return out;
+}
+
+// ---- reading
+uint64_t SteppedEngine::incarnation() const { return impl_->incarnation(); }
+std::shared_ptr<const Task> SteppedEngine::TaskOf(TaskId task) const { return impl_->TaskOf(task); }
+uint64_t SteppedEngine::RefetchTokenOf(SegmentHandle segment) const {
+  return impl_->RefetchTokenOf(segment);
+}
+std::vector<QuotaView> SteppedEngine::Quotas() const {
+  std::vector<QuotaView> out;
+  for (uint32_t w = 0; w < worker_count(); ++w)
+    for (hal::CqHandle cq : impl_->workers()[w]->OwnedCqs())
+      if (std::optional<QuotaView> q = QuotaOf(w, cq)) out.push_back(*q);
+  return out;
+}
+std::optional<QuotaView> SteppedEngine::QuotaOf(uint32_t w, hal::CqHandle cq) const {
+  FERRY_CHECK(w < worker_count());
+  const CqQuota* q = impl_->workers()[w]->QuotaOf(cq);
+  if (q == nullptr) return std::nullopt;
+  return QuotaView{w, cq, q->reserved(), q->zombie_held(), q->stray_cqes()};
+}
+WorkerView SteppedEngine::ViewOf(uint32_t w) const {
+  FERRY_CHECK(w < worker_count());
+  const engine::Worker& wk = *impl_->workers()[w];
+  return WorkerView{wk.id(),        wk.ShutDown(), wk.LiveEndpoints(), wk.RetiringEndpoints(),
+                    wk.InboxSize(), wk.QuotaUsed()};
+}
+const WorkerStats& SteppedEngine::StatsOf(uint32_t w) const {
+  FERRY_CHECK(w < worker_count());
+  return impl_->workers()[w]->stats();
+}
+std::vector<std::string> SteppedEngine::PendingReasons(uint32_t w) const {
+  FERRY_CHECK(w < worker_count());
+  return impl_->workers()[w]->PendingReasons();
+}
+uint32_t SteppedEngine::OwnerOf(uint32_t context, std::string_view peer_path) const {
+  FERRY_CHECK(context < impl_->contexts().size());
+  return OwnerForKey(EndpointKey{impl_->contexts()[context]->device(), std::string(peer_path)},
+                     worker_count());
+}
+const Endpoint* SteppedEngine::FindEndpoint(uint32_t w, uint32_t context,
+                                            std::string_view peer_path) const {
+  FERRY_CHECK(w < worker_count());
+  return impl_->workers()[w]->Find(context, peer_path);
+}
+uint64_t SteppedEngine::ListenerRejected() const { return impl_->listener().rejected(); }
+uint64_t SteppedEngine::LiveHandles() const { return impl_->ledger().LiveTotal(); }
+std::string SteppedEngine::HandleReport() const { return impl_->ledger().ToString(); }
+
+}  // namespace ferry::engine

@@ -1,0 +1,86 @@
+// engine/step.h: the values a runtime exchanges with a steppable worker and
+// the observer of lifecycle events (docs/design.md section 4, "Steps and
+// runtimes"). Plain types only: engine/worker.h builds on them and
+// engine/inspect.h offers them to runtimes outside engine/.
+//
+// What must stay true: WaitSet is the whole of a worker's wait (a runtime
+// that honours it never misses work: Step() again at once when work_now,
+// poll again when poll_now, wake by deadline_ns or a channel event), and
+// every Phase appears once in a PhaseOrder.
+#ifndef FERRY_ENGINE_STEP_H_
+#define FERRY_ENGINE_STEP_H_
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "hal/types.h"
+
+namespace ferry::engine {
+
+// Observer of lifecycle events (tests and the sim trace). Called on the
+// owner thread of the event.
+class LifecycleObserver {
+ public:
+  virtual ~LifecycleObserver() = default;
+  // kind: "ep_create", "ep_ready", "ep_retire", "ep_destroyed", "ep_evict",
+  // "req_sent", "req_recv", "rep_sent", "rep_recv", "rtu_sent", "rtu_recv",
+  // "dup_req", "stale_req", "error_req", "rep_dropped", "rep_mismatch"
+  // (a: the REP's generation, b: the generation whose REQ we accepted),
+  // "rtu_dropped",
+  // "stale_recv", "post", "cqe_error", "timeout", "timeout_retire",
+  // "stale_entry", "repost", "retry", "rail_error", "rail_pause",
+  // "zombie_escalate", "cq_err", "cq_recreated", "port_err", "port_active",
+  // "gid_change", "device_fatal".
+  // The engine adds the segment refetch events (key: the peer's "host:port",
+  // a: segment handle id, b: a descriptor version): "refetch_start" (on the
+  // owner that saw REM_ACCESS_ERR), and, with worker = workers() (the
+  // listener's slot), "refetch_resend", "refetch_give_up",
+  // "refetch_applied" (b: new version), "refetch_unchanged",
+  // "refetch_other_incarnation".
+  virtual void OnEvent(uint32_t worker, std::string_view kind, std::string_view key, uint64_t a,
+                       uint64_t b) = 0;
+  // A QP was created by `worker` (the sim binds it to the worker's actor).
+  virtual void OnQpCreated(uint32_t worker, hal::QpHandle qp) = 0;
+  // A CQ was recreated by `worker` after CQ_ERR (the sim binds it too).
+  virtual void OnCqCreated(uint32_t worker, hal::CqHandle cq) {
+    (void)worker;
+    (void)cq;
+  }
+};
+
+enum class Phase : uint8_t { kInbox, kPost, kPoll, kSweep, kReclaim };
+using PhaseOrder = std::array<Phase, 5>;
+
+inline constexpr PhaseOrder kDefaultPhases = {Phase::kInbox, Phase::kPost, Phase::kPoll,
+                                              Phase::kSweep, Phase::kReclaim};
+
+struct WaitSet {
+  std::optional<uint64_t> deadline_ns;  // next timer
+  bool poll_now = false;                // WRs outstanding or a destroyed QP awaiting its empty poll
+  bool work_now = false;                // postable work (runs again at once)
+  std::vector<hal::CompChannelHandle> channels;
+};
+
+struct WorkerStats {
+  uint64_t posted = 0;
+  uint64_t cqes = 0;
+  uint64_t stale_cqes = 0;
+  uint64_t polls = 0;
+  uint64_t max_poll_gap_ns = 0;  // longest gap between polls with WRs outstanding
+  uint64_t handshakes_done = 0;
+  uint64_t endpoints_destroyed = 0;
+  uint64_t evictions = 0;
+  uint64_t timeout_retires = 0;  // endpoints retired to get evidence (C3)
+  uint64_t stale_sweep_entries = 0;
+  uint64_t rail_errors = 0;  // endpoint failure events counted
+  uint64_t rail_pauses = 0;
+  uint64_t zombie_escalations = 0;
+  uint64_t cq_recreated = 0;
+};
+
+}  // namespace ferry::engine
+
+#endif  // FERRY_ENGINE_STEP_H_
