@@ -57,6 +57,10 @@ EngineImpl::~EngineImpl() {
   for (auto& c : contexts_) (void)c->Disable();
 }
 
+// Create in phases, each on the half-built engine: the contexts (C7: one
+// that fails to come up released what it made), the workers and their env,
+// then the async reader and the listener (last: nothing is served before
+// every context is up).
 absl::StatusOr<std::unique_ptr<EngineImpl>> EngineImpl::Create(
     const EngineConfig& config, const EngineEnv& env, const base::Mutations* mutations,
     engine::LifecycleObserver* observer) {
@@ -68,82 +72,90 @@ absl::StatusOr<std::unique_ptr<EngineImpl>> EngineImpl::Create(
   if (env.entropy == nullptr) return absl::InvalidArgumentError("EngineEnv.entropy is null");
   std::unique_ptr<EngineImpl> e(new EngineImpl(config, env, mutations, observer));
   e->incarnation_ = env.entropy->Next64() | 1;
-  std::vector<std::string> names = config.devices;
+  FERRY_RETURN_IF_ERROR(e->EnableContexts());
+  e->BuildWorkers();
+  e->BuildListener();
+  return e;
+}
+
+absl::Status EngineImpl::EnableContexts() {
+  std::vector<std::string> names = config_.devices;
   if (names.empty()) {
-    FERRY_ASSIGN_OR_RETURN(auto devs, env.verbs->ListDevices());
+    FERRY_ASSIGN_OR_RETURN(auto devs, env_.verbs->ListDevices());
     for (const auto& d : devs) names.push_back(d.name);
   }
   if (names.empty()) return absl::NotFoundError("no RDMA device");
   absl::Status last;
   for (const std::string& name : names) {
-    auto ctx = std::make_unique<engine::Context>(env.verbs, name, config,
-                                                 static_cast<uint32_t>(e->contexts_.size()),
-                                                 &e->ledger_, mutations);
+    auto ctx = std::make_unique<engine::Context>(
+        env_.verbs, name, config_, static_cast<uint32_t>(contexts_.size()), &ledger_, mutations_);
     absl::Status s = ctx->Enable();
     if (!s.ok()) {
       last = s;
       continue;  // the context released what it created (C7)
     }
-    e->contexts_.push_back(std::move(ctx));
+    contexts_.push_back(std::move(ctx));
   }
-  if (e->contexts_.empty()) return last;
-  e->worker_env_.config = &e->config_;
-  e->worker_env_.verbs = env.verbs;
-  e->worker_env_.net = env.control_net;
-  e->worker_env_.clock = env.clock;
-  e->worker_env_.entropy = env.entropy;
-  e->worker_env_.mutations = mutations;
-  e->worker_env_.ledger = &e->ledger_;
-  e->worker_env_.incarnation = e->incarnation_;
-  e->worker_env_.observer = observer;
+  if (contexts_.empty()) return last;
+  return absl::OkStatus();
+}
+
+void EngineImpl::BuildWorkers() {
+  worker_env_.config = &config_;
+  worker_env_.verbs = env_.verbs;
+  worker_env_.net = env_.control_net;
+  worker_env_.clock = env_.clock;
+  worker_env_.entropy = env_.entropy;
+  worker_env_.mutations = mutations_;
+  worker_env_.ledger = &ledger_;
+  worker_env_.incarnation = incarnation_;
+  worker_env_.observer = observer_;
   // DEVICE_FATAL re-enable changed a context's rkeys: peers must fetch a
   // new descriptor (C7).
-  e->worker_env_.context_reenabled = [self = e.get()](uint32_t) {
-    base::MutexLock l(&self->mu_);
-    ++self->version_;
+  worker_env_.context_reenabled = [this](uint32_t) {
+    base::MutexLock l(&mu_);
+    ++version_;
   };
   // A peer rejected an rkey: refetch that segment's descriptor.
-  e->worker_env_.remote_access_error = [self = e.get()](uint32_t w, uint64_t seg, uint64_t v) {
-    self->RemoteAccessError(w, seg, v);
+  worker_env_.remote_access_error = [this](uint32_t w, uint64_t seg, uint64_t v) {
+    RemoteAccessError(w, seg, v);
   };
-  std::vector<std::string> nics;
-  for (auto& c : e->contexts_) {
-    e->worker_env_.contexts.push_back(c.get());
-    nics.push_back(c->device());
-  }
-  std::vector<engine::Worker*> raw;
-  for (uint32_t w = 0; w < config.workers; ++w) {
-    e->workers_.push_back(std::make_unique<engine::Worker>(w, &e->worker_env_));
-    raw.push_back(e->workers_.back().get());
-  }
-  EngineImpl* self = e.get();
+  for (auto& c : contexts_) worker_env_.contexts.push_back(c.get());
+  for (uint32_t w = 0; w < config_.workers; ++w)
+    workers_.push_back(std::make_unique<engine::Worker>(w, &worker_env_));
   // The destroy give-up reset reaches every owner as a DEVICE_FATAL of the
   // context, through the same inbox path as a real one.
-  e->worker_env_.reset_context = [self](uint32_t ctx) {
+  worker_env_.reset_context = [this](uint32_t ctx) {
     hal::AsyncEvent ev;
     ev.type = hal::AsyncEventType::kDeviceFatal;
-    ev.context = self->contexts_[ctx]->handle();
-    for (uint32_t w = 0; w < self->workers_.size(); ++w) {
-      self->workers_[w]->Push(engine::InboxAsync{ev});
-      self->Wake(w);
+    ev.context = contexts_[ctx]->handle();
+    for (uint32_t w = 0; w < workers_.size(); ++w) {
+      workers_[w]->Push(engine::InboxAsync{ev});
+      Wake(w);
     }
   };
-  e->async_ = std::make_unique<engine::AsyncReader>(env.verbs, e->worker_env_.contexts, raw,
-                                                    [self](uint32_t w) { self->Wake(w); });
+}
+
+void EngineImpl::BuildListener() {
+  std::vector<engine::Worker*> raw;
+  for (auto& w : workers_) raw.push_back(w.get());
+  std::vector<std::string> nics;
+  for (auto& c : contexts_) nics.push_back(c->device());
+  async_ = std::make_unique<engine::AsyncReader>(env_.verbs, worker_env_.contexts, raw,
+                                                 [this](uint32_t w) { Wake(w); });
   engine::ListenerEnv le;
-  le.net = env.control_net;
+  le.net = env_.control_net;
   le.workers = raw;
   le.nics = nics;
-  le.local_descriptor = [self] { return self->LocalSegment(); };
-  le.descriptor_arrived = [self](uint64_t t, const SegmentDescriptor& d) {
-    self->DescriptorArrived(t, d);
+  le.local_descriptor = [this] { return LocalSegment(); };
+  le.descriptor_arrived = [this](uint64_t t, const SegmentDescriptor& d) {
+    DescriptorArrived(t, d);
   };
-  le.wake = [self](uint32_t w) { self->Wake(w); };
-  le.tick = [self] { self->RefetchTick(); };
-  le.next_tick_ns = [self] { return self->NextRefetchNs(); };
-  le.mutations = mutations;
-  e->listener_ = std::make_unique<engine::Listener>(std::move(le));
-  return e;
+  le.wake = [this](uint32_t w) { Wake(w); };
+  le.tick = [this] { RefetchTick(); };
+  le.next_tick_ns = [this] { return NextRefetchNs(); };
+  le.mutations = mutations_;
+  listener_ = std::make_unique<engine::Listener>(std::move(le));
 }
 
 // ------------------------------------------------------------------ memory
@@ -473,6 +485,46 @@ absl::StatusOr<BatchId> EngineImpl::AllocateBatch(uint32_t capacity) {
   return BatchId{id};
 }
 
+// One accepted request as its owner needs it (Submit, under mu_): the task,
+// the rail (local context and peer device, spread by the task's index in
+// its batch), the keys of the local region and of the remote buffer.
+std::shared_ptr<engine::TaskRoute> EngineImpl::RouteOf(const Request& r, uint32_t index,
+                                                       uint64_t now) {
+  // The descriptor held now, stale or not (a refetch in flight does not
+  // hold the submit back; see Engine::GetSegmentInfo).
+  const SegmentDescriptor& seg = segments_.at(r.segment.id).descriptor;
+  engine::TaskGeometry g;
+  g.length_bytes = r.length_bytes;
+  g.slice_size_bytes = config_.slice_size_bytes;
+  g.submit_ns = now;
+  g.deadline_ns = now + config_.slice_timeout_ns;
+  auto route = std::make_shared<TaskRoute>();
+  route->task = std::make_shared<engine::Task>(g, mutations_);
+  route->op = r.opcode;
+  route->local_addr = r.local_addr;
+  route->remote_addr = r.remote_addr;
+  route->segment = r.segment.id;
+  route->segment_version = seg.version;
+  // Rail: spread tasks over local contexts and the peer's devices.
+  route->context = index % static_cast<uint32_t>(contexts_.size());
+  const size_t pdev = seg.devices.empty() ? 0 : index % seg.devices.size();
+  const std::string peer_nic = seg.devices.empty() ? "" : seg.devices[pdev].name;
+  route->peer_path = seg.address + "@" + peer_nic;
+  for (const auto& [start, reg] : regions_) {
+    if (r.local_addr >= reg.addr && r.local_addr < reg.addr + reg.len_bytes) {
+      // Epoch first: a re-enable in between only makes the owner
+      // refresh a key that is already new.
+      route->lkey_epoch = contexts_[route->context]->epoch();
+      route->region = reg.id;
+      route->lkey = contexts_[route->context]->KeysOf(reg.id)->lkey;
+    }
+  }
+  for (const BufferDescriptor& buf : seg.buffers)
+    if (r.remote_addr >= buf.addr && r.remote_addr < buf.addr + buf.length_bytes)
+      route->rkey = pdev < buf.rkeys.size() ? buf.rkeys[pdev] : 0;
+  return route;
+}
+
 SubmitResult EngineImpl::Submit(BatchId batch, absl::Span<const Request> requests) {
   SubmitResult out;
   std::vector<std::pair<uint32_t, std::shared_ptr<TaskRoute>>> routed;
@@ -512,39 +564,8 @@ SubmitResult EngineImpl::Submit(BatchId batch, absl::Span<const Request> request
     }
     const uint64_t now = env_.clock->NowNs();
     for (const Request& r : requests.subspan(0, enqueue)) {
-      // The descriptor held now, stale or not (a refetch in flight does not
-      // hold the submit back; see Engine::GetSegmentInfo).
-      const SegmentDescriptor& seg = segments_.at(r.segment.id).descriptor;
       const uint32_t index = static_cast<uint32_t>(b.tasks.size());
-      engine::TaskGeometry g;
-      g.length_bytes = r.length_bytes;
-      g.slice_size_bytes = config_.slice_size_bytes;
-      g.submit_ns = now;
-      g.deadline_ns = now + config_.slice_timeout_ns;
-      auto route = std::make_shared<TaskRoute>();
-      route->task = std::make_shared<engine::Task>(g, mutations_);
-      route->op = r.opcode;
-      route->local_addr = r.local_addr;
-      route->remote_addr = r.remote_addr;
-      route->segment = r.segment.id;
-      route->segment_version = seg.version;
-      // Rail: spread tasks over local contexts and the peer's devices.
-      route->context = index % static_cast<uint32_t>(contexts_.size());
-      const size_t pdev = seg.devices.empty() ? 0 : index % seg.devices.size();
-      const std::string peer_nic = seg.devices.empty() ? "" : seg.devices[pdev].name;
-      route->peer_path = seg.address + "@" + peer_nic;
-      for (const auto& [start, reg] : regions_) {
-        if (r.local_addr >= reg.addr && r.local_addr < reg.addr + reg.len_bytes) {
-          // Epoch first: a re-enable in between only makes the owner
-          // refresh a key that is already new.
-          route->lkey_epoch = contexts_[route->context]->epoch();
-          route->region = reg.id;
-          route->lkey = contexts_[route->context]->KeysOf(reg.id)->lkey;
-        }
-      }
-      for (const BufferDescriptor& buf : seg.buffers)
-        if (r.remote_addr >= buf.addr && r.remote_addr < buf.addr + buf.length_bytes)
-          route->rkey = pdev < buf.rkeys.size() ? buf.rkeys[pdev] : 0;
+      std::shared_ptr<TaskRoute> route = RouteOf(r, index, now);
       b.tasks.push_back(route);
       out.tasks.push_back(TaskId{batch, index});
       const uint32_t owner = engine::OwnerForKey(

@@ -141,6 +141,12 @@ class EngineImpl {
 
   EngineImpl(const EngineConfig& config, const EngineEnv& env, const base::Mutations* mutations,
              engine::LifecycleObserver* observer);
+  // Create's phases (engine.cc).
+  absl::Status EnableContexts();
+  void BuildWorkers();
+  void BuildListener();
+  std::shared_ptr<engine::TaskRoute> RouteOf(const Request& r, uint32_t index, uint64_t now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DescriptorArrived(uint64_t token, const SegmentDescriptor& d);
   // Owner callback (WorkerEnv::remote_access_error): marks the segment
   // stale and starts its refetch unless one is in flight. Never blocks.

@@ -110,8 +110,8 @@ class Slice {
   bool TryWithdraw(SliceOutcome reason);
 
   // Owner-only bookkeeping (not part of the word).
-  uint32_t retries_used = 0;   // retryable failures charged (<= retry_count)
-  uint32_t reposts_used = 0;   // attempts after the first (<= repost_max)
+  uint32_t retries_used = 0;   // retryable failures charged (<= slice_retries)
+  uint32_t reposts_used = 0;   // attempts after the first (<= slice_attempts_max)
   uint32_t wr_generation = 0;  // generation armed for the current post
 
  private:

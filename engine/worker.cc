@@ -92,6 +92,13 @@ WaitSet Worker::Step(const PhaseOrder& order) {
         break;
     }
   }
+  return WaitSetNow();
+}
+
+// Everything this worker waits for after a step: timers (handshake resends
+// and deadlines, rail pauses, retire ladders, task deadlines, parked
+// contexts), CQs to poll, postable work, and its completion channels.
+WaitSet Worker::WaitSetNow() {
   WaitSet ws;
   const uint64_t now = env_->clock->NowNs();
   auto consider = [&ws](std::optional<uint64_t> t) {

@@ -222,6 +222,7 @@ class Worker {
     bool reset_requested = false;  // destroy give-up asked for a reset (until the re-enable)
   };
 
+  WaitSet WaitSetNow();
   void DrainInbox();
   void PostAll();
   // PostAll's phases (worker_post.cc has the order).
@@ -255,6 +256,11 @@ class Worker {
   void OnAsync(const hal::AsyncEvent& e);
 
   absl::StatusOr<Endpoint*> NewEndpoint(const Key& key);
+  // NewEndpoint's parts (worker_handshake.cc): index a new endpoint's QPs
+  // (slot lookup, quota ledger, observer), and retire the endpoint the
+  // store evicted to make room.
+  void TrackQps(Endpoint* ep);
+  void RetireEvicted(std::unique_ptr<Endpoint> victim, bool was_idle, uint64_t now);
   void Accept(Endpoint* ep, const HandshakeMessage& req, const std::string& from);
   void SendReq(Endpoint* ep);
   void SendRep(Endpoint* ep, const HandshakeMessage& req, const std::string& from);

@@ -35,28 +35,18 @@ absl::StatusOr<Endpoint*> Worker::NewEndpoint(const Key& key) {
   p.sgid_index = static_cast<uint8_t>(c->gid_index());
   p.local_mtu = c->active_mtu();
   p.timeout_exp = cfg_.qp_timeout_exp;
-  p.retry_cnt = cfg_.qp_retry_cnt;
-  p.rnr_retry = cfg_.qp_rnr_retry;
+  p.retry_cnt = cfg_.qp_retries;
+  p.rnr_retry = cfg_.qp_rnr_retries;
   std::unique_ptr<Endpoint> leftover;
   auto made = Endpoint::Create(env_->verbs, env_->ledger, env_->entropy, p, cfg_.qps_per_endpoint,
                                key.first, key.second, gen, &next_qp_uid_, &leftover);
   const uint64_t now = env_->clock->NowNs();
-  auto track = [this](Endpoint* ep) {
-    CqQuota& ledger = Ledger(ep->cq());
-    for (uint32_t i = 0; i < ep->qps().size(); ++i) {
-      const hal::QpHandle qp = ep->qps()[i].qp.get();
-      qp_by_uid_[ep->qps()[i].uid] = QpRef{ep, i, qp};
-      uid_by_qp_[qp.id] = ep->qps()[i].uid;
-      FERRY_CHECK(ledger.AddQp(qp).ok());
-      if (env_->observer != nullptr) env_->observer->OnQpCreated(id_, qp);
-    }
-  };
   if (!made.ok()) {
     if (leftover != nullptr) {
       // Half-built: its QPs go through the retire ladder (a destroy can
       // fail and is retried there), never dropped with a failed destroy.
       Endpoint* half = leftover.get();
-      track(half);
+      TrackQps(half);
       half->BeginRetire(RetireReason::kHandshakeFailed, now, cfg_.drain_timeout_ns);
       for (const DataQp& q : half->qps())
         FERRY_CHECK(Ledger(half->cq()).MarkRetiring(q.qp.get()).ok());
@@ -66,7 +56,7 @@ absl::StatusOr<Endpoint*> Worker::NewEndpoint(const Key& key) {
     return made.status();
   }
   Endpoint* raw = made->get();
-  track(raw);
+  TrackQps(raw);
   raw->handshake_deadline_ns =
       now + cfg_.handshake_timeout_ns * (uint64_t{cfg_.handshake_retries} + 1);
   raw->next_resend_ns = now + cfg_.handshake_timeout_ns;
@@ -80,19 +70,31 @@ absl::StatusOr<Endpoint*> Worker::NewEndpoint(const Key& key) {
   auto ins = stores_[key.first]->Insert(StoreKey(key), std::move(*made), idle);
   FERRY_CHECK(ins.ok());
   NoteEvent("ep_create", key, gen, 0);
-  if (ins->has_value()) {
-    std::unique_ptr<Endpoint> victim = std::move((*ins)->value);
-    const Key vkey{victim->context(), victim->peer_path()};
-    ++stats_.evictions;
-    NoteEvent("ep_evict", vkey, victim->generation(), (*ins)->was_idle ? 1 : 0);
-    Endpoint* v = victim.get();
-    v->BeginRetire(RetireReason::kEvicted, now, cfg_.drain_timeout_ns);
-    for (const DataQp& q : v->qps()) FERRY_CHECK(Ledger(v->cq()).MarkRetiring(q.qp.get()).ok());
-    NoteEvent("ep_retire", vkey, v->generation(), static_cast<uint64_t>(RetireReason::kEvicted));
-    retiring_.push_back(std::move(victim));
-    CheckZombies(v->cq());
-  }
+  if (ins->has_value()) RetireEvicted(std::move((*ins)->value), (*ins)->was_idle, now);
   return raw;
+}
+
+void Worker::TrackQps(Endpoint* ep) {
+  CqQuota& ledger = Ledger(ep->cq());
+  for (uint32_t i = 0; i < ep->qps().size(); ++i) {
+    const hal::QpHandle qp = ep->qps()[i].qp.get();
+    qp_by_uid_[ep->qps()[i].uid] = QpRef{ep, i, qp};
+    uid_by_qp_[qp.id] = ep->qps()[i].uid;
+    FERRY_CHECK(ledger.AddQp(qp).ok());
+    if (env_->observer != nullptr) env_->observer->OnQpCreated(id_, qp);
+  }
+}
+
+void Worker::RetireEvicted(std::unique_ptr<Endpoint> victim, bool was_idle, uint64_t now) {
+  const Key vkey{victim->context(), victim->peer_path()};
+  ++stats_.evictions;
+  NoteEvent("ep_evict", vkey, victim->generation(), was_idle ? 1 : 0);
+  Endpoint* v = victim.get();
+  v->BeginRetire(RetireReason::kEvicted, now, cfg_.drain_timeout_ns);
+  for (const DataQp& q : v->qps()) FERRY_CHECK(Ledger(v->cq()).MarkRetiring(q.qp.get()).ok());
+  NoteEvent("ep_retire", vkey, v->generation(), static_cast<uint64_t>(RetireReason::kEvicted));
+  retiring_.push_back(std::move(victim));
+  CheckZombies(v->cq());
 }
 
 bool Worker::CqRecovering(uint32_t ctx) const {

@@ -104,7 +104,7 @@ void Worker::ResolveAttempt(const std::shared_ptr<TaskRoute>& route, uint32_t sl
     return;
   }
   // A flush (or destroy evidence) on a QP Ferry moved to ERR itself costs
-  // an innocent slice no retry budget; repost_max bounds its attempts.
+  // an innocent slice no retry budget; slice_attempts_max bounds its attempts.
   const bool ours = ep_reason == RetireReason::kTimeout || ep_reason == RetireReason::kEvicted ||
                     ep_reason == RetireReason::kErrorCompletion ||
                     ep_reason == RetireReason::kSuperseded ||
@@ -115,14 +115,14 @@ void Worker::ResolveAttempt(const std::shared_ptr<TaskRoute>& route, uint32_t sl
     task.Resolve(slice, SliceOutcome::kFailed);  // mutation: the timeout spills
     return;
   }
-  if (sl.reposts_used + 1 >= cfg_.repost_max) {
+  if (sl.reposts_used + 1 >= cfg_.slice_attempts_max) {
     task.Resolve(slice, SliceOutcome::kFailed);
     return;
   }
   if (!innocent) {
     // RETRY_EXC_ERR and other transport errors (and flushes after a QP
     // error we did not cause): retried on a fresh endpoint, with budget.
-    if (sl.retries_used >= cfg_.retry_count) {
+    if (sl.retries_used >= cfg_.slice_retries) {
       task.Resolve(slice, SliceOutcome::kFailed);
       return;
     }

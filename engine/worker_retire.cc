@@ -125,7 +125,7 @@ void Worker::RailError(uint32_t ctx, uint64_t now) {
   NoteEvent("rail_error", Key{ctx, ""}, r.errors_in_window, 0);
   if (r.errors_in_window < cfg_.rail_error_threshold) return;
   r.cooldown_ns = r.cooldown_ns == 0 ? cfg_.rail_cooldown_ns
-                                     : std::min(r.cooldown_ns * 2, cfg_.rail_cooldown_max_ns);
+                                     : std::min(r.cooldown_ns * 2, cfg_.rail_cooldown_ns_max);
   r.paused_until_ns = now + r.cooldown_ns;
   r.errors_in_window = 0;
   ++stats_.rail_pauses;

@@ -106,7 +106,7 @@ void Worker::Sweep() {
     if (ep->state() != EndpointState::kRetiring || rails_[ep->context()].parked) continue;
     std::vector<std::pair<bool, uint32_t>> before;
     for (const DataQp& q : ep->qps()) before.emplace_back(q.destroyed, q.destroy_failures);
-    ep->RetireStep(now, cfg_.destroy_backoff_min_ns, cfg_.destroy_backoff_max_ns,
+    ep->RetireStep(now, cfg_.destroy_backoff_ns_min, cfg_.destroy_backoff_ns_max,
                    Mut(base::Mutation::kEngineC9LeakAtShutdown) && shutdown_);
     auto lit = quota_.find(ep->cq().id);
     if (lit == quota_.end()) continue;  // its CQ was recreated: all destroyed

@@ -40,6 +40,55 @@ std::string DeterminismReport::ToString() const {
   return out;
 }
 
+namespace {
+
+// Compares one window of two unequal runs' traces, from entry `from`.
+// True when that decided the report (a divergence, or a detail saying why
+// none can be named); false when the window matched and the traces go on
+// past it (compare the next window).
+bool CompareWindow(const Trace& a, const Trace& b, uint64_t from, size_t window,
+                   DeterminismReport* out) {
+  DeterminismReport& report = *out;
+  const auto& ra = a.record();
+  const auto& rb = b.record();
+  FERRY_CHECK_LE(ra.size(), window);
+  FERRY_CHECK_LE(rb.size(), window);
+  const size_t common = std::min(ra.size(), rb.size());
+  for (size_t i = 0; i < common; ++i) {
+    FERRY_CHECK_EQ(ra[i].seq, from + i);
+    FERRY_CHECK_EQ(rb[i].seq, from + i);
+    if (ra[i].text == rb[i].text && ra[i].hash_after == rb[i].hash_after) continue;
+    if (ra[i].text == rb[i].text && i == 0 && from > 0) {
+      report.detail = absl::StrCat("this pair diverged before seq ", from,
+                                   " (outside the compared window): nondeterministic");
+      return true;
+    }
+    report.divergence = Divergence{from + i, ra[i].time_ns, rb[i].time_ns, ra[i].text, rb[i].text};
+    return true;
+  }
+  if (ra.size() != rb.size()) {
+    const bool a_ended = ra.size() < rb.size();
+    const TraceEntry& longer = a_ended ? rb[common] : ra[common];
+    Divergence d;
+    d.seq = from + common;
+    d.time_a_ns = a_ended ? 0 : longer.time_ns;
+    d.time_b_ns = a_ended ? longer.time_ns : 0;
+    d.text_a = a_ended ? std::string(kEndOfTrace) : longer.text;
+    d.text_b = a_ended ? longer.text : std::string(kEndOfTrace);
+    report.divergence = d;
+    return true;
+  }
+  const bool went_past =
+      ra.size() == window && (report.entries_a > from + window || report.entries_b > from + window);
+  if (!went_past) {
+    report.detail = "traces are identical but the results differ";
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 absl::StatusOr<DeterminismReport> CheckDeterminism(uint64_t seed, const TracedRun& run,
                                                    const DeterminismOptions& options) {
   if (run == nullptr) return absl::InvalidArgumentError("CheckDeterminism: run is null");
@@ -75,42 +124,7 @@ absl::StatusOr<DeterminismReport> CheckDeterminism(uint64_t seed, const TracedRu
       return report;
     }
 
-    const auto& ra = a.record();
-    const auto& rb = b.record();
-    FERRY_CHECK_LE(ra.size(), window);
-    FERRY_CHECK_LE(rb.size(), window);
-    const size_t common = std::min(ra.size(), rb.size());
-    for (size_t i = 0; i < common; ++i) {
-      FERRY_CHECK_EQ(ra[i].seq, from + i);
-      FERRY_CHECK_EQ(rb[i].seq, from + i);
-      if (ra[i].text == rb[i].text && ra[i].hash_after == rb[i].hash_after) continue;
-      if (ra[i].text == rb[i].text && i == 0 && from > 0) {
-        report.detail = absl::StrCat("this pair diverged before seq ", from,
-                                     " (outside the compared window): nondeterministic");
-        return report;
-      }
-      report.divergence =
-          Divergence{from + i, ra[i].time_ns, rb[i].time_ns, ra[i].text, rb[i].text};
-      return report;
-    }
-    if (ra.size() != rb.size()) {
-      const bool a_ended = ra.size() < rb.size();
-      const TraceEntry& longer = a_ended ? rb[common] : ra[common];
-      Divergence d;
-      d.seq = from + common;
-      d.time_a_ns = a_ended ? 0 : longer.time_ns;
-      d.time_b_ns = a_ended ? longer.time_ns : 0;
-      d.text_a = a_ended ? std::string(kEndOfTrace) : longer.text;
-      d.text_b = a_ended ? longer.text : std::string(kEndOfTrace);
-      report.divergence = d;
-      return report;
-    }
-    const bool went_past = ra.size() == window &&
-                           (report.entries_a > from + window || report.entries_b > from + window);
-    if (!went_past) {
-      report.detail = "traces are identical but the results differ";
-      return report;
-    }
+    if (CompareWindow(a, b, from, window, &report)) return report;
     from += window;
   }
   report.detail = absl::StrCat("no diverging entry in the first ", from, " entries (",

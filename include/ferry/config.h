@@ -30,7 +30,7 @@ namespace ferry {
 inline constexpr uint32_t kWorkersMax = 256;
 inline constexpr uint32_t kQpsPerEndpointMax = 64;  // == handshake QPN list bound
 inline constexpr uint32_t kSlicesPerTaskMax = 1u << 16;
-inline constexpr uint32_t kRepostMax = 1u << 15;
+inline constexpr uint32_t kSliceAttemptsLimit = 1u << 15;
 inline constexpr uint32_t kBatchCapacityMax = 1u << 20;
 
 struct EngineConfig {
@@ -68,10 +68,10 @@ struct EngineConfig {
   // ------------------------------------------------------------- retries
   // Retries of one slice after a retryable transport error (RETRY_EXC_ERR
   // and similar), each on a fresh endpoint.
-  uint32_t retry_count = 4;
+  uint32_t slice_retries = 4;
   // Hard cap on attempts of one slice, counting reposts that cost no retry
-  // budget (flushes on a QP Ferry itself moved to ERR). >= retry_count + 1.
-  uint32_t repost_max = 16;
+  // budget (flushes on a QP Ferry itself moved to ERR). >= slice_retries + 1.
+  uint32_t slice_attempts_max = 16;
   // A task not terminal this long after submit is timed out (TIMEOUT is
   // published only with evidence, C1; see docs/contract.md).
   uint64_t slice_timeout_ns = 5'000'000'000;
@@ -82,8 +82,8 @@ struct EngineConfig {
 
   // ------------------------------------------------------------- retire
   uint64_t drain_timeout_ns = 1'000'000'000;        // wait for flushes before destroy
-  uint64_t destroy_backoff_min_ns = 1'000'000;      // first retry of a failed destroy
-  uint64_t destroy_backoff_max_ns = 1'000'000'000;  // cap of the doubling backoff
+  uint64_t destroy_backoff_ns_min = 1'000'000;      // first retry of a failed destroy
+  uint64_t destroy_backoff_ns_max = 1'000'000'000;  // cap of the doubling backoff
   // Last resort, off by default: after destroy_give_up_ns of failing
   // destroys, close and re-open the device context.
   bool reset_context_on_destroy_give_up = false;
@@ -93,14 +93,14 @@ struct EngineConfig {
   uint32_t rail_error_threshold = 3;  // endpoint failures before a pause
   uint64_t rail_error_window_ns = 10'000'000'000;
   uint64_t rail_cooldown_ns = 1'000'000'000;  // first pause, doubles per cycle
-  uint64_t rail_cooldown_max_ns = 300'000'000'000;
+  uint64_t rail_cooldown_ns_max = 300'000'000'000;
 
   // ------------------------------------------------------------- QP attributes
   // Local ACK timeout exponent: 4.096 us * 2^qp_timeout_exp (14 = ~67 ms).
   // 0 means "wait forever" in verbs and is rejected.
   uint8_t qp_timeout_exp = 14;
-  uint8_t qp_retry_cnt = 7;  // transport retries (0..7)
-  uint8_t qp_rnr_retry = 7;  // RNR retries (0..7, 7 = infinite; no receives in v1)
+  uint8_t qp_retries = 7;      // transport retries (0..7)
+  uint8_t qp_rnr_retries = 7;  // RNR retries (0..7, 7 = infinite; no receives in v1)
 
   // Returns OK, or kInvalidArgument naming the first knob that breaks an
   // invariant (see the file comment). Pure: no device is consulted; limits

@@ -254,6 +254,33 @@ void SimNetwork::Enqueue(const std::string& from, const std::string& to,
   TraceEvent("net.queue", msg_seq, copy_seq, deliver_at_ns);
 }
 
+// The next scripted action of the (from, to) pair, instead of the plan's
+// draws: drop, duplicate, or a given delay.
+absl::Status SimNetwork::SendScripted(ScriptMap::iterator script, const std::string& from_s,
+                                      const std::string& to_s, absl::Span<const uint8_t> bytes,
+                                      uint64_t msg_seq) {
+  FERRY_CHECK(!script->second.empty());
+  const ScriptedNetAction action = script->second.front();
+  script->second.pop_front();
+  if (script->second.empty()) scripted_.erase(script);
+  ++counters_.scripted;
+  TraceEvent("net.scripted", msg_seq, static_cast<uint64_t>(action.kind), action.delay_ns);
+  switch (action.kind) {
+    case ScriptedNetAction::Kind::kDrop:
+      Drop(NetDrop::kLoss, from_s, to_s, msg_seq);
+      return absl::OkStatus();
+    case ScriptedNetAction::Kind::kDuplicate:
+      ++counters_.duplicated;
+      Enqueue(from_s, to_s, bytes, msg_seq, DrawDelayNs(msg_seq));
+      Enqueue(from_s, to_s, bytes, msg_seq, DrawDelayNs(msg_seq));
+      return absl::OkStatus();
+    case ScriptedNetAction::Kind::kDelay:
+      Enqueue(from_s, to_s, bytes, msg_seq, action.delay_ns);
+      return absl::OkStatus();
+  }
+  FERRY_UNREACHABLE();
+}
+
 absl::Status SimNetwork::SendFrom(std::string_view from, uint64_t incarnation, std::string_view to,
                                   absl::Span<const uint8_t> bytes) {
   FERRY_RETURN_IF_ERROR(CheckLive(from, incarnation));
@@ -289,28 +316,7 @@ absl::Status SimNetwork::SendFrom(std::string_view from, uint64_t incarnation, s
   const std::string to_s(to);
 
   auto script = scripted_.find({from_s, to_s});
-  if (script != scripted_.end()) {
-    FERRY_CHECK(!script->second.empty());
-    const ScriptedNetAction action = script->second.front();
-    script->second.pop_front();
-    if (script->second.empty()) scripted_.erase(script);
-    ++counters_.scripted;
-    TraceEvent("net.scripted", msg_seq, static_cast<uint64_t>(action.kind), action.delay_ns);
-    switch (action.kind) {
-      case ScriptedNetAction::Kind::kDrop:
-        Drop(NetDrop::kLoss, from, to, msg_seq);
-        return absl::OkStatus();
-      case ScriptedNetAction::Kind::kDuplicate:
-        ++counters_.duplicated;
-        Enqueue(from_s, to_s, bytes, msg_seq, DrawDelayNs(msg_seq));
-        Enqueue(from_s, to_s, bytes, msg_seq, DrawDelayNs(msg_seq));
-        return absl::OkStatus();
-      case ScriptedNetAction::Kind::kDelay:
-        Enqueue(from_s, to_s, bytes, msg_seq, action.delay_ns);
-        return absl::OkStatus();
-    }
-    FERRY_UNREACHABLE();
-  }
+  if (script != scripted_.end()) return SendScripted(script, from_s, to_s, bytes, msg_seq);
 
   if (Roll(plan_.loss)) {
     Drop(NetDrop::kLoss, from, to, msg_seq);

@@ -223,6 +223,11 @@ class SimNetwork final : public Actor {
 
   bool Cut(std::string_view from, std::string_view to) const;
   void Drop(NetDrop reason, std::string_view from, std::string_view to, uint64_t msg_seq);
+  // Scripted actions per (from, to), consumed one per message in order.
+  using ScriptMap = std::map<std::pair<std::string, std::string>, std::deque<ScriptedNetAction>>;
+  absl::Status SendScripted(ScriptMap::iterator script, const std::string& from_s,
+                            const std::string& to_s, absl::Span<const uint8_t> bytes,
+                            uint64_t msg_seq);
   void Enqueue(const std::string& from, const std::string& to, absl::Span<const uint8_t> bytes,
                uint64_t msg_seq, uint64_t delay_ns);
   void DeliverOne();
@@ -241,7 +246,7 @@ class SimNetwork final : public Actor {
   std::map<std::string, Endpoint, std::less<>> endpoints_;
   std::map<FlightKey, Copy> in_flight_;
   std::set<std::pair<std::string, std::string>> cut_;  // directed (from, to)
-  std::map<std::pair<std::string, std::string>, std::deque<ScriptedNetAction>> scripted_;
+  ScriptMap scripted_;
   uint64_t next_msg_seq_ = 1;
   uint64_t next_copy_seq_ = 1;
   uint64_t next_incarnation_ = 1;

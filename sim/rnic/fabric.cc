@@ -312,7 +312,7 @@ uint32_t Fabric::FindQpByNumber(uint32_t dev, uint32_t qpn) const {
   return it == devices_[dev].qpn_to_qp.end() ? kNone : it->second;
 }
 
-absl::StatusOr<std::vector<hal::DeviceInfo>> Fabric::VListDevices(uint32_t host) {
+absl::StatusOr<std::vector<hal::DeviceInfo>> Fabric::VerbListDevices(uint32_t host) {
   NoteCall();
   std::vector<hal::DeviceInfo> out;
   for (const Device& d : devices_) {
@@ -334,7 +334,7 @@ void Fabric::CountFault(FaultKind k) {
   if (trace_ != nullptr) trace_->Event("fault", static_cast<uint64_t>(k));
 }
 
-absl::StatusOr<hal::ContextHandle> Fabric::VOpenDevice(uint32_t host, std::string_view name) {
+absl::StatusOr<hal::ContextHandle> Fabric::VerbOpenDevice(uint32_t host, std::string_view name) {
   NoteCall();
   const uint32_t dev = FindDevice(host, name);
   if (dev == kNone) return Errno("ibv_open_device", ENODEV);
@@ -353,13 +353,13 @@ absl::StatusOr<hal::ContextHandle> Fabric::VOpenDevice(uint32_t host, std::strin
   return hal::ContextHandle{ctxs_.size()};
 }
 
-absl::StatusOr<hal::DeviceAttr> Fabric::VQueryDevice(uint32_t host, hal::ContextHandle ctx) {
+absl::StatusOr<hal::DeviceAttr> Fabric::VerbQueryDevice(uint32_t host, hal::ContextHandle ctx) {
   FERRY_RETURN_IF_ERROR(CheckCtx(host, ctx, "ibv_query_device").status());
   return limits_;
 }
 
-absl::StatusOr<hal::PortAttr> Fabric::VQueryPort(uint32_t host, hal::ContextHandle ctx,
-                                                 uint8_t port) {
+absl::StatusOr<hal::PortAttr> Fabric::VerbQueryPort(uint32_t host, hal::ContextHandle ctx,
+                                                    uint8_t port) {
   FERRY_ASSIGN_OR_RETURN(const uint32_t ci, CheckCtx(host, ctx, "ibv_query_port"));
   if (port != 1) return Errno("ibv_query_port", EINVAL);
   const Device& d = devices_[ctxs_[ci].dev];
@@ -390,8 +390,8 @@ std::optional<hal::GidEntry> Fabric::GidTableEntry(const Device& d, int index) {
   }
 }
 
-absl::StatusOr<hal::Gid> Fabric::VQueryGid(uint32_t host, hal::ContextHandle ctx, uint8_t port,
-                                           int index) {
+absl::StatusOr<hal::Gid> Fabric::VerbQueryGid(uint32_t host, hal::ContextHandle ctx, uint8_t port,
+                                              int index) {
   FERRY_ASSIGN_OR_RETURN(const uint32_t ci, CheckCtx(host, ctx, "ibv_query_gid"));
   if (port != 1 || index < 0 || index >= static_cast<int>(kGidTableLen)) {
     return Errno("ibv_query_gid", EINVAL);
@@ -400,8 +400,8 @@ absl::StatusOr<hal::Gid> Fabric::VQueryGid(uint32_t host, hal::ContextHandle ctx
   return e.has_value() ? e->gid : hal::Gid{};  // an empty slot reads as zeros
 }
 
-absl::StatusOr<hal::GidEntry> Fabric::VQueryGidEntry(uint32_t host, hal::ContextHandle ctx,
-                                                     uint8_t port, int index) {
+absl::StatusOr<hal::GidEntry> Fabric::VerbQueryGidEntry(uint32_t host, hal::ContextHandle ctx,
+                                                        uint8_t port, int index) {
   FERRY_ASSIGN_OR_RETURN(const uint32_t ci, CheckCtx(host, ctx, "ibv_query_gid_ex"));
   if (port != 1 || index < 0 || index >= static_cast<int>(kGidTableLen)) {
     return Errno("ibv_query_gid_ex", EINVAL);
@@ -411,7 +411,7 @@ absl::StatusOr<hal::GidEntry> Fabric::VQueryGidEntry(uint32_t host, hal::Context
   return *e;
 }
 
-absl::StatusOr<hal::PdHandle> Fabric::VAllocPd(uint32_t host, hal::ContextHandle ctx) {
+absl::StatusOr<hal::PdHandle> Fabric::VerbAllocPd(uint32_t host, hal::ContextHandle ctx) {
   FERRY_ASSIGN_OR_RETURN(const uint32_t ci, CheckCtx(host, ctx, "ibv_alloc_pd"));
   Device& d = devices_[ctxs_[ci].dev];
   if (ctxs_[ci].fatal) return Errno("ibv_alloc_pd", EIO);
@@ -424,7 +424,7 @@ absl::StatusOr<hal::PdHandle> Fabric::VAllocPd(uint32_t host, hal::ContextHandle
   return hal::PdHandle{pds_.size()};
 }
 
-absl::Status Fabric::VDeallocPd(uint32_t host, hal::PdHandle pd) {
+absl::Status Fabric::VerbDeallocPd(uint32_t host, hal::PdHandle pd) {
   FERRY_ASSIGN_OR_RETURN(const uint32_t pi, CheckPd(host, pd, "ibv_dealloc_pd"));
   if (pds_[pi].live_children > 0) return Errno("ibv_dealloc_pd", EBUSY);
   pds_[pi].alive = false;
@@ -433,8 +433,8 @@ absl::Status Fabric::VDeallocPd(uint32_t host, hal::PdHandle pd) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<hal::MrInfo> Fabric::VRegMr(uint32_t host, hal::PdHandle pd, void* addr, size_t len,
-                                           uint32_t access) {
+absl::StatusOr<hal::MrInfo> Fabric::VerbRegMr(uint32_t host, hal::PdHandle pd, void* addr,
+                                              size_t len, uint32_t access) {
   FERRY_ASSIGN_OR_RETURN(const uint32_t pi, CheckPd(host, pd, "ibv_reg_mr"));
   const uint32_t ci = pds_[pi].ctx;
   Device& d = devices_[ctxs_[ci].dev];
@@ -463,7 +463,7 @@ absl::StatusOr<hal::MrInfo> Fabric::VRegMr(uint32_t host, hal::PdHandle pd, void
   return hal::MrInfo{hal::MrHandle{mrs_.size()}, mr.key, mr.key};
 }
 
-absl::Status Fabric::VDeregMr(uint32_t host, hal::MrHandle mr) {
+absl::Status Fabric::VerbDeregMr(uint32_t host, hal::MrHandle mr) {
   FERRY_ASSIGN_OR_RETURN(const uint32_t mi, CheckMr(host, mr, "ibv_dereg_mr"));
   Mr& m = mrs_[mi];
   m.alive = false;
@@ -473,8 +473,8 @@ absl::Status Fabric::VDeregMr(uint32_t host, hal::MrHandle mr) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<hal::CompChannelHandle> Fabric::VCreateCompChannel(uint32_t host,
-                                                                  hal::ContextHandle ctx) {
+absl::StatusOr<hal::CompChannelHandle> Fabric::VerbCreateCompChannel(uint32_t host,
+                                                                     hal::ContextHandle ctx) {
   FERRY_ASSIGN_OR_RETURN(const uint32_t ci, CheckCtx(host, ctx, "ibv_create_comp_channel"));
   if (InjectFault(FaultKind::kResourceFail)) return Errno("ibv_create_comp_channel", EMFILE);
   Channel ch;
@@ -485,7 +485,7 @@ absl::StatusOr<hal::CompChannelHandle> Fabric::VCreateCompChannel(uint32_t host,
   return hal::CompChannelHandle{channels_.size()};
 }
 
-absl::Status Fabric::VDestroyCompChannel(uint32_t host, hal::CompChannelHandle ch) {
+absl::Status Fabric::VerbDestroyCompChannel(uint32_t host, hal::CompChannelHandle ch) {
   FERRY_ASSIGN_OR_RETURN(const uint32_t hi, CheckChannel(host, ch, "ibv_destroy_comp_channel"));
   if (channels_[hi].live_cqs > 0) return Errno("ibv_destroy_comp_channel", EBUSY);
   channels_[hi].alive = false;
@@ -494,7 +494,7 @@ absl::Status Fabric::VDestroyCompChannel(uint32_t host, hal::CompChannelHandle c
   return absl::OkStatus();
 }
 
-absl::StatusOr<hal::CqHandle> Fabric::VGetCqEvent(uint32_t host, hal::CompChannelHandle ch) {
+absl::StatusOr<hal::CqHandle> Fabric::VerbGetCqEvent(uint32_t host, hal::CompChannelHandle ch) {
   FERRY_ASSIGN_OR_RETURN(const uint32_t hi, CheckChannel(host, ch, "ibv_get_cq_event"));
   Channel& c = channels_[hi];
   if (c.events.empty()) return absl::UnavailableError("ibv_get_cq_event: no event ready");
@@ -504,7 +504,7 @@ absl::StatusOr<hal::CqHandle> Fabric::VGetCqEvent(uint32_t host, hal::CompChanne
   return hal::CqHandle{cqi + uint64_t{1}};
 }
 
-void Fabric::VAckCqEvents(uint32_t host, hal::CqHandle cq, uint32_t n) {
+void Fabric::VerbAckCqEvents(uint32_t host, hal::CqHandle cq, uint32_t n) {
   auto ci = CheckCq(host, cq, "ibv_ack_cq_events");
   if (!ci.ok()) return;
   Cq& c = cqs_[*ci];
@@ -518,8 +518,8 @@ void Fabric::VAckCqEvents(uint32_t host, hal::CqHandle cq, uint32_t n) {
   c.events_unacked -= n;
 }
 
-absl::StatusOr<hal::CqInfo> Fabric::VCreateCq(uint32_t host, hal::ContextHandle ctx, uint32_t cqe,
-                                              hal::CompChannelHandle ch) {
+absl::StatusOr<hal::CqInfo> Fabric::VerbCreateCq(uint32_t host, hal::ContextHandle ctx,
+                                                 uint32_t cqe, hal::CompChannelHandle ch) {
   FERRY_ASSIGN_OR_RETURN(const uint32_t ci, CheckCtx(host, ctx, "ibv_create_cq"));
   uint32_t chi = kNone;
   if (ch.valid()) {
@@ -570,7 +570,7 @@ void Fabric::DestroyCqNow(uint32_t ci) {
   --live_[K(ObjectKind::kCq)];
 }
 
-absl::Status Fabric::VDestroyCq(uint32_t host, hal::CqHandle cq) {
+absl::Status Fabric::VerbDestroyCq(uint32_t host, hal::CqHandle cq) {
   FERRY_ASSIGN_OR_RETURN(const uint32_t ci, CheckCq(host, cq, "ibv_destroy_cq"));
   Cq& c = cqs_[ci];
   if (!c.qps.empty()) return Errno("ibv_destroy_cq", EBUSY);
@@ -583,7 +583,7 @@ absl::Status Fabric::VDestroyCq(uint32_t host, hal::CqHandle cq) {
   return absl::OkStatus();
 }
 
-absl::Status Fabric::VReqNotifyCq(uint32_t host, hal::CqHandle cq, bool solicited_only) {
+absl::Status Fabric::VerbReqNotifyCq(uint32_t host, hal::CqHandle cq, bool solicited_only) {
   FERRY_ASSIGN_OR_RETURN(const uint32_t ci, CheckCq(host, cq, "ibv_req_notify_cq"));
   Cq& c = cqs_[ci];
   if (c.channel == kNone) return Errno("ibv_req_notify_cq", EINVAL);
@@ -592,8 +592,8 @@ absl::Status Fabric::VReqNotifyCq(uint32_t host, hal::CqHandle cq, bool solicite
   return absl::OkStatus();
 }
 
-absl::StatusOr<uint32_t> Fabric::VPollCq(uint32_t host, hal::CqHandle cq,
-                                         absl::Span<hal::WorkCompletion> out) {
+absl::StatusOr<uint32_t> Fabric::VerbPollCq(uint32_t host, hal::CqHandle cq,
+                                            absl::Span<hal::WorkCompletion> out) {
   FERRY_ASSIGN_OR_RETURN(const uint32_t ci, CheckCq(host, cq, "ibv_poll_cq"));
   Cq& c = cqs_[ci];
   if (c.errored) return Errno("ibv_poll_cq", EOVERFLOW);
@@ -652,7 +652,7 @@ void Fabric::CloseCtxNow(uint32_t ci) {
   --live_[K(ObjectKind::kContext)];
 }
 
-absl::Status Fabric::VCloseDevice(uint32_t host, hal::ContextHandle ctx) {
+absl::Status Fabric::VerbCloseDevice(uint32_t host, hal::ContextHandle ctx) {
   FERRY_ASSIGN_OR_RETURN(const uint32_t ci, CheckCtx(host, ctx, "ibv_close_device"));
   CloseCtxNow(ci);
   return absl::OkStatus();
@@ -696,7 +696,7 @@ void Fabric::RaiseDeviceAsync(uint32_t dev, AsyncEventType type) {
   }
 }
 
-absl::StatusOr<hal::AsyncEvent> Fabric::VGetAsyncEvent(uint32_t host, hal::ContextHandle ctx) {
+absl::StatusOr<hal::AsyncEvent> Fabric::VerbGetAsyncEvent(uint32_t host, hal::ContextHandle ctx) {
   FERRY_ASSIGN_OR_RETURN(const uint32_t ci, CheckCtx(host, ctx, "ibv_get_async_event"));
   Context& c = ctxs_[ci];
   if (c.async_queue.empty()) return absl::UnavailableError("ibv_get_async_event: none pending");
@@ -712,7 +712,7 @@ absl::StatusOr<hal::AsyncEvent> Fabric::VGetAsyncEvent(uint32_t host, hal::Conte
   return r.ev;
 }
 
-void Fabric::VAckAsyncEvent(uint32_t host, const hal::AsyncEvent& ev) {
+void Fabric::VerbAckAsyncEvent(uint32_t host, const hal::AsyncEvent& ev) {
   NoteCall();
   uint32_t* counter = nullptr;
   if (ev.qp.valid()) {

@@ -75,7 +75,7 @@ struct FabricConfig {
   // Seeded extra delay per CQE (0 = none). Completions of different QPs
   // interleave in seeded order anyway through the per-packet link jitter.
   uint64_t cqe_jitter_ns = 0;
-  uint64_t late_cqe_max_ns = 200'000;
+  uint64_t late_cqe_ns_max = 200'000;
 
   // Faults.
   FaultPlan plan;
@@ -426,41 +426,52 @@ class Fabric final : public Actor {
     uint32_t last_caller = 0;
   };
 
-  // ---- verbs (called by SimVerbs; `host` is the caller's host)
-  absl::StatusOr<std::vector<hal::DeviceInfo>> VListDevices(uint32_t host);
-  absl::StatusOr<hal::ContextHandle> VOpenDevice(uint32_t host, std::string_view name);
-  absl::Status VCloseDevice(uint32_t host, hal::ContextHandle ctx);
-  absl::StatusOr<hal::DeviceAttr> VQueryDevice(uint32_t host, hal::ContextHandle ctx);
-  absl::StatusOr<hal::PortAttr> VQueryPort(uint32_t host, hal::ContextHandle ctx, uint8_t port);
+  // ---- verbs: Verb<Call> is the simulated RNIC's side of ibv_<call>, entered
+  // only through SimVerbs (sim_verbs.cc), which passes the caller's host.
+  absl::StatusOr<std::vector<hal::DeviceInfo>> VerbListDevices(uint32_t host);
+  absl::StatusOr<hal::ContextHandle> VerbOpenDevice(uint32_t host, std::string_view name);
+  absl::Status VerbCloseDevice(uint32_t host, hal::ContextHandle ctx);
+  absl::StatusOr<hal::DeviceAttr> VerbQueryDevice(uint32_t host, hal::ContextHandle ctx);
+  absl::StatusOr<hal::PortAttr> VerbQueryPort(uint32_t host, hal::ContextHandle ctx, uint8_t port);
   // Entry `index` of device d's GID table; nullopt for an empty slot.
   static std::optional<hal::GidEntry> GidTableEntry(const Device& d, int index);
-  absl::StatusOr<hal::GidEntry> VQueryGidEntry(uint32_t host, hal::ContextHandle ctx, uint8_t port,
-                                               int index);
-  absl::StatusOr<hal::Gid> VQueryGid(uint32_t host, hal::ContextHandle ctx, uint8_t port,
-                                     int index);
-  absl::StatusOr<hal::PdHandle> VAllocPd(uint32_t host, hal::ContextHandle ctx);
-  absl::Status VDeallocPd(uint32_t host, hal::PdHandle pd);
-  absl::StatusOr<hal::MrInfo> VRegMr(uint32_t host, hal::PdHandle pd, void* addr, size_t len,
-                                     uint32_t access);
-  absl::Status VDeregMr(uint32_t host, hal::MrHandle mr);
-  absl::StatusOr<hal::CompChannelHandle> VCreateCompChannel(uint32_t host, hal::ContextHandle ctx);
-  absl::Status VDestroyCompChannel(uint32_t host, hal::CompChannelHandle ch);
-  absl::StatusOr<hal::CqHandle> VGetCqEvent(uint32_t host, hal::CompChannelHandle ch);
-  void VAckCqEvents(uint32_t host, hal::CqHandle cq, uint32_t n);
-  absl::StatusOr<hal::CqInfo> VCreateCq(uint32_t host, hal::ContextHandle ctx, uint32_t cqe,
-                                        hal::CompChannelHandle ch);
-  absl::Status VDestroyCq(uint32_t host, hal::CqHandle cq);
-  absl::StatusOr<uint32_t> VPollCq(uint32_t host, hal::CqHandle cq,
-                                   absl::Span<hal::WorkCompletion> out);
-  absl::Status VReqNotifyCq(uint32_t host, hal::CqHandle cq, bool solicited_only);
-  absl::StatusOr<hal::QpInfo> VCreateQp(uint32_t host, hal::PdHandle pd,
-                                        const hal::QpInitAttr& init);
-  absl::Status VModifyQp(uint32_t host, hal::QpHandle qp, const hal::QpAttr& attr, uint32_t mask);
-  absl::StatusOr<hal::QpAttr> VQueryQp(uint32_t host, hal::QpHandle qp);
-  absl::Status VDestroyQp(uint32_t host, hal::QpHandle qp);
-  hal::PostResult VPostSend(uint32_t host, hal::QpHandle qp, absl::Span<const hal::SendWr> chain);
-  absl::StatusOr<hal::AsyncEvent> VGetAsyncEvent(uint32_t host, hal::ContextHandle ctx);
-  void VAckAsyncEvent(uint32_t host, const hal::AsyncEvent& ev);
+  absl::StatusOr<hal::GidEntry> VerbQueryGidEntry(uint32_t host, hal::ContextHandle ctx,
+                                                  uint8_t port, int index);
+  absl::StatusOr<hal::Gid> VerbQueryGid(uint32_t host, hal::ContextHandle ctx, uint8_t port,
+                                        int index);
+  absl::StatusOr<hal::PdHandle> VerbAllocPd(uint32_t host, hal::ContextHandle ctx);
+  absl::Status VerbDeallocPd(uint32_t host, hal::PdHandle pd);
+  absl::StatusOr<hal::MrInfo> VerbRegMr(uint32_t host, hal::PdHandle pd, void* addr, size_t len,
+                                        uint32_t access);
+  absl::Status VerbDeregMr(uint32_t host, hal::MrHandle mr);
+  absl::StatusOr<hal::CompChannelHandle> VerbCreateCompChannel(uint32_t host,
+                                                               hal::ContextHandle ctx);
+  absl::Status VerbDestroyCompChannel(uint32_t host, hal::CompChannelHandle ch);
+  absl::StatusOr<hal::CqHandle> VerbGetCqEvent(uint32_t host, hal::CompChannelHandle ch);
+  void VerbAckCqEvents(uint32_t host, hal::CqHandle cq, uint32_t n);
+  absl::StatusOr<hal::CqInfo> VerbCreateCq(uint32_t host, hal::ContextHandle ctx, uint32_t cqe,
+                                           hal::CompChannelHandle ch);
+  absl::Status VerbDestroyCq(uint32_t host, hal::CqHandle cq);
+  absl::StatusOr<uint32_t> VerbPollCq(uint32_t host, hal::CqHandle cq,
+                                      absl::Span<hal::WorkCompletion> out);
+  absl::Status VerbReqNotifyCq(uint32_t host, hal::CqHandle cq, bool solicited_only);
+  absl::StatusOr<hal::QpInfo> VerbCreateQp(uint32_t host, hal::PdHandle pd,
+                                           const hal::QpInitAttr& init);
+  absl::Status VerbModifyQp(uint32_t host, hal::QpHandle qp, const hal::QpAttr& attr,
+                            uint32_t mask);
+  // VerbModifyQp's phases (fabric_qp.cc): the transition and attribute checks
+  // (EINVAL), the attributes a mask names, and what entering q's (new)
+  // state does, coming from `cur`.
+  absl::Status CheckModifyAttrs(hal::QpState cur, hal::QpState next, const hal::QpAttr& attr,
+                                uint32_t mask) const;
+  static void ApplyQpAttrs(Qp& q, const hal::QpAttr& attr, uint32_t mask);
+  void EnterQpState(uint32_t qi, Qp& q, hal::QpState cur, uint32_t mask);
+  absl::StatusOr<hal::QpAttr> VerbQueryQp(uint32_t host, hal::QpHandle qp);
+  absl::Status VerbDestroyQp(uint32_t host, hal::QpHandle qp);
+  hal::PostResult VerbPostSend(uint32_t host, hal::QpHandle qp,
+                               absl::Span<const hal::SendWr> chain);
+  absl::StatusOr<hal::AsyncEvent> VerbGetAsyncEvent(uint32_t host, hal::ContextHandle ctx);
+  void VerbAckAsyncEvent(uint32_t host, const hal::AsyncEvent& ev);
 
   // ---- handle checks: record a violation and return an error on misuse.
   absl::StatusOr<uint32_t> CheckCtx(uint32_t host, hal::ContextHandle h, std::string_view call);
@@ -492,7 +503,29 @@ class Fabric final : public Actor {
   void SendReq(uint32_t qi, Qp& q, Wr& w, uint64_t vpsn);
   bool StartWr(uint32_t qi, Qp& q, Wr& w);
   void OnReq(const Event& e);
+  // OnReq's phases (fabric_responder.cc). A request packet as the
+  // responder executes it: the event, the requester and its WR, the
+  // responder, the packet's byte range in the WR, and whether the WR had
+  // already completed (its payload was saved) or the packet is a duplicate.
+  struct ReqPacket {
+    const Event& e;
+    Qp& rq;
+    const Wr& wr;
+    uint32_t ri;
+    Qp& r;
+    uint64_t off;
+    uint64_t len;
+    bool completed;
+    bool dup;
+  };
+  void DropReq(Qp& requester);
+  // The WR of requester `rq` that sent the packet (low 32 bits of its
+  // sequence, its virtual PSN), or nullptr when none in the ring window.
+  const Wr* FindPacketWr(const Qp& rq, uint32_t seq_lo, uint64_t vpsn) const;
+  void ExecuteWrite(const ReqPacket& p, const Mr& m);
+  void ExecuteRead(const ReqPacket& p);
   void OnResp(const Event& e);
+  void OnReadResp(uint32_t qi, Qp& q, uint64_t vpsn);
   void OnTimer(const Event& e);
   // A response of responder `ri` carrying wire PSN `wire_psn`. It goes to
   // the QP the responder is connected to (its dest_qp_num on its peer
@@ -551,6 +584,10 @@ class Fabric final : public Actor {
   static void NoteReadResource(Qp& r, uint32_t first_psn, uint32_t npkts);
   bool HasReadResource(const Qp& r, uint32_t psn) const;
   absl::Status ApplyScripted(const ScriptedFault& f);
+  // ApplyScripted by target kind (fabric_faults.cc).
+  absl::Status ApplyHostFault(const ScriptedFault& f);
+  absl::Status ApplyDeviceFault(const ScriptedFault& f, uint32_t dev);
+  absl::Status ApplyQpFault(const ScriptedFault& f, uint32_t qi);
   void ShadowCheck(const void* addr, uint64_t len, bool local, std::string_view what);
 
   FabricConfig config_;

@@ -60,6 +60,49 @@ void Fabric::AckUpTo(uint32_t qi, Qp& q, uint64_t last, bool implied_nak) {
   }
 }
 
+// A READ response at requester qi, at virtual PSN vpsn of its own window:
+// acknowledges what came before it, then places its data if it is the next
+// packet of the READ at the head.
+void Fabric::OnReadResp(uint32_t qi, Qp& q, uint64_t vpsn) {
+  if (vpsn > q.ack_vpsn) {
+    // A READ response implicitly acknowledges every earlier request
+    // (IBA 9.7.5.1.2): WRITEs before this READ may have had their
+    // coalesced ACK deferred because this READ was behind them on the
+    // wire. Without this a WRITE followed by a READ waited for the
+    // retry timer with no loss (ferry-bench p999 = the ACK timeout).
+    AckUpTo(qi, q, vpsn - 1, /*implied_nak=*/false);
+    if (!Executing(q.attr.qp_state)) return;
+  }
+  if (vpsn != q.ack_vpsn || q.done_seq >= q.post_seq) return;
+  Wr& w = q.sq[q.done_seq % q.sq.size()];
+  if (w.wr.opcode != hal::Opcode::kRdmaRead || vpsn < w.vpsn_first ||
+      vpsn >= w.vpsn_first + w.npkts) {
+    return;
+  }
+  const uint64_t mtu = std::min(hal::MtuBytes(q.attr.path_mtu), hal::MtuBytes(config_.active_mtu));
+  const uint64_t off = (vpsn - w.vpsn_first) * mtu;
+  const uint64_t len = off < w.len ? std::min(mtu, w.len - off) : 0;
+  if (len > 0) {
+    const Mr* m = q.dst_dev == kNone ? nullptr
+                                     : ResolveRkey(q.dst_dev, kNone, w.wr.rkey, w.wr.remote_addr,
+                                                   w.len, hal::kAccessRemoteRead);
+    if (m == nullptr) {  // target fenced meanwhile: lost, the retry will NAK
+      ++q.path_faults;
+      return;
+    }
+    uint8_t* src = m->addr + (w.wr.remote_addr - reinterpret_cast<uint64_t>(m->addr)) + off;
+    ShadowCheck(src, len, false, "remote source of READ");
+    if (!DmaLocal(qi, q, w, off, len, src, false)) {
+      FailAndFlush(qi, q, w.seq, WcStatus::kLocProtErr);
+      return;
+    }
+  }
+  ++q.ack_vpsn;
+  q.retries = 0;
+  q.last_progress_ns = clock_->NowNs();
+  if (q.ack_vpsn == w.vpsn_first + w.npkts) CompleteHead(qi, q);
+}
+
 void Fabric::OnResp(const Event& e) {
   Qp& q = *qps_[e.a];
   if (!q.alive || q.hung || !Executing(q.attr.qp_state)) return;
@@ -80,48 +123,9 @@ void Fabric::OnResp(const Event& e) {
     case kAck:
       if (vpsn >= q.ack_vpsn) AckUpTo(e.a, q, vpsn);
       break;
-    case kReadResp: {
-      if (vpsn > q.ack_vpsn) {
-        // A READ response implicitly acknowledges every earlier request
-        // (IBA 9.7.5.1.2): WRITEs before this READ may have had their
-        // coalesced ACK deferred because this READ was behind them on the
-        // wire. Without this a WRITE followed by a READ waited for the
-        // retry timer with no loss (ferry-bench p999 = the ACK timeout).
-        AckUpTo(e.a, q, vpsn - 1, /*implied_nak=*/false);
-        if (!Executing(q.attr.qp_state)) return;
-      }
-      if (vpsn != q.ack_vpsn || q.done_seq >= q.post_seq) return;
-      Wr& w = q.sq[q.done_seq % q.sq.size()];
-      if (w.wr.opcode != hal::Opcode::kRdmaRead || vpsn < w.vpsn_first ||
-          vpsn >= w.vpsn_first + w.npkts) {
-        return;
-      }
-      const uint64_t mtu =
-          std::min(hal::MtuBytes(q.attr.path_mtu), hal::MtuBytes(config_.active_mtu));
-      const uint64_t off = (vpsn - w.vpsn_first) * mtu;
-      const uint64_t len = off < w.len ? std::min(mtu, w.len - off) : 0;
-      if (len > 0) {
-        const Mr* m = q.dst_dev == kNone
-                          ? nullptr
-                          : ResolveRkey(q.dst_dev, kNone, w.wr.rkey, w.wr.remote_addr, w.len,
-                                        hal::kAccessRemoteRead);
-        if (m == nullptr) {  // target fenced meanwhile: lost, the retry will NAK
-          ++q.path_faults;
-          return;
-        }
-        uint8_t* src = m->addr + (w.wr.remote_addr - reinterpret_cast<uint64_t>(m->addr)) + off;
-        ShadowCheck(src, len, false, "remote source of READ");
-        if (!DmaLocal(e.a, q, w, off, len, src, false)) {
-          FailAndFlush(e.a, q, w.seq, WcStatus::kLocProtErr);
-          return;
-        }
-      }
-      ++q.ack_vpsn;
-      q.retries = 0;
-      q.last_progress_ns = clock_->NowNs();
-      if (q.ack_vpsn == w.vpsn_first + w.npkts) CompleteHead(e.a, q);
+    case kReadResp:
+      OnReadResp(e.a, q, vpsn);
       break;
-    }
     case kNakSeq:
       if (vpsn < q.ack_vpsn) return;
       if (vpsn > q.ack_vpsn) AckUpTo(e.a, q, vpsn - 1);
@@ -248,9 +252,9 @@ void Fabric::EmitCqe(uint32_t qi, Qp& q, const Wr& w, WcStatus status) {
   if (q.script_late > 0) {
     --q.script_late;
     CountFault(FaultKind::kLateCqe);
-    delay += config_.late_cqe_max_ns;
+    delay += config_.late_cqe_ns_max;
   } else if (InjectFault(FaultKind::kLateCqe)) {
-    delay += prng_.Range(1, std::max<uint64_t>(1, config_.late_cqe_max_ns));
+    delay += prng_.Range(1, std::max<uint64_t>(1, config_.late_cqe_ns_max));
   }
   const uint64_t now = clock_->NowNs();
   uint64_t ready = now + delay;

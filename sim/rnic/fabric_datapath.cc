@@ -133,8 +133,8 @@ void Fabric::Dispatch(const Event& e) {
 
 // ------------------------------------------------------------------ post
 
-hal::PostResult Fabric::VPostSend(uint32_t host, hal::QpHandle qph,
-                                  absl::Span<const hal::SendWr> chain) {
+hal::PostResult Fabric::VerbPostSend(uint32_t host, hal::QpHandle qph,
+                                     absl::Span<const hal::SendWr> chain) {
   hal::PostResult r;
   auto qi_or = CheckQp(host, qph, "ibv_post_send");
   if (!qi_or.ok()) {

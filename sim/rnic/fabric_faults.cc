@@ -37,8 +37,7 @@ void Fabric::LinkUp(uint32_t dev) {
 
 absl::Status Fabric::SetLinkUp(uint32_t host, std::string_view device, bool up) {
   const uint32_t dev = host < hosts_.size() ? FindDevice(host, device) : kNone;
-  if (dev == kNone)
-    return absl::NotFoundError(absl::StrCat("no AV(device) h", host, "/", AV(device)));
+  if (dev == kNone) return absl::NotFoundError(absl::StrCat("no device h", host, "/", AV(device)));
   if (up) {
     LinkUp(dev);
   } else {
@@ -49,6 +48,9 @@ absl::Status Fabric::SetLinkUp(uint32_t host, std::string_view device, bool up) 
 
 absl::Status Fabric::Inject(const ScriptedFault& f) { return ApplyScripted(f); }
 
+// A scripted fault by its target: the control network's kinds are kept for
+// the world that runs the network (external_), the rest apply to a host, a
+// device, a CQ or a QP of this fabric.
 absl::Status Fabric::ApplyScripted(const ScriptedFault& f) {
   switch (f.kind) {
     case FaultKind::kPausedPeer:
@@ -64,54 +66,10 @@ absl::Status Fabric::ApplyScripted(const ScriptedFault& f) {
   }
   const FaultTarget& t = f.target;
   if (t.host >= hosts_.size()) return absl::NotFoundError("no such host");
-  if (t.kind == TargetKind::kHost) {
-    if (f.kind == FaultKind::kPeerRestart) {
-      RestartHost(t.host);
-      return absl::OkStatus();
-    }
-    if (f.kind == FaultKind::kResourceFail) {
-      ++hosts_[t.host].script_resource_fail;
-      return absl::OkStatus();
-    }
-    return absl::InvalidArgumentError(
-        absl::StrCat(AV(FaultKindName(f.kind)), " needs a qp/cq/dev"));
-  }
+  if (t.kind == TargetKind::kHost) return ApplyHostFault(f);
   const uint32_t dev = FindDevice(t.host, t.device);
-  if (dev == kNone) return absl::NotFoundError(absl::StrCat("no AV(device) ", t.ToString()));
-  if (t.kind == TargetKind::kDevice) {
-    CountFault(f.kind);
-    switch (f.kind) {
-      case FaultKind::kLinkDown:
-        LinkDown(dev, 0);
-        return absl::OkStatus();
-      case FaultKind::kLinkUp:
-        LinkUp(dev);
-        return absl::OkStatus();
-      case FaultKind::kPortFlap:
-        LinkDown(dev, config_.port_flap_ns);
-        return absl::OkStatus();
-      case FaultKind::kGidChange:
-        RaiseDeviceAsync(dev, AsyncEventType::kGidChange);
-        return absl::OkStatus();
-      case FaultKind::kDeviceFatal:
-        for (uint32_t ci = 0; ci < ctxs_.size(); ++ci) {
-          if (!ctxs_[ci].alive || ctxs_[ci].dev != dev) continue;
-          ctxs_[ci].fatal = true;
-          RaiseAsync(ci, AsyncEventType::kDeviceFatal, kNone, kNone, 0);
-          for (uint32_t qi = 0; qi < qps_.size(); ++qi) {
-            Qp& q = *qps_[qi];
-            if (q.alive && q.ctx == ci && q.attr.qp_state != QpState::kReset) EnterErr(qi, q);
-          }
-        }
-        return absl::OkStatus();
-      case FaultKind::kResourceFail:
-        ++hosts_[t.host].script_resource_fail;
-        return absl::OkStatus();
-      default:
-        return absl::InvalidArgumentError(
-            absl::StrCat(AV(FaultKindName(f.kind)), " does not apply to a device"));
-    }
-  }
+  if (dev == kNone) return absl::NotFoundError(absl::StrCat("no device ", t.ToString()));
+  if (t.kind == TargetKind::kDevice) return ApplyDeviceFault(f, dev);
   if (t.kind == TargetKind::kCq) {
     for (uint32_t ci = 0; ci < cqs_.size(); ++ci) {
       if (cqs_[ci].alive && cqs_[ci].dev == dev && cqs_[ci].ordinal == t.number) {
@@ -127,6 +85,57 @@ absl::Status Fabric::ApplyScripted(const ScriptedFault& f) {
   }
   const uint32_t qi = FindQpByNumber(dev, t.number);
   if (qi == kNone) return absl::NotFoundError(absl::StrCat("no qp ", t.ToString()));
+  return ApplyQpFault(f, qi);
+}
+
+absl::Status Fabric::ApplyHostFault(const ScriptedFault& f) {
+  if (f.kind == FaultKind::kPeerRestart) {
+    RestartHost(f.target.host);
+    return absl::OkStatus();
+  }
+  if (f.kind == FaultKind::kResourceFail) {
+    ++hosts_[f.target.host].script_resource_fail;
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(AV(FaultKindName(f.kind)), " needs a qp/cq/dev"));
+}
+
+absl::Status Fabric::ApplyDeviceFault(const ScriptedFault& f, uint32_t dev) {
+  CountFault(f.kind);
+  switch (f.kind) {
+    case FaultKind::kLinkDown:
+      LinkDown(dev, 0);
+      return absl::OkStatus();
+    case FaultKind::kLinkUp:
+      LinkUp(dev);
+      return absl::OkStatus();
+    case FaultKind::kPortFlap:
+      LinkDown(dev, config_.port_flap_ns);
+      return absl::OkStatus();
+    case FaultKind::kGidChange:
+      RaiseDeviceAsync(dev, AsyncEventType::kGidChange);
+      return absl::OkStatus();
+    case FaultKind::kDeviceFatal:
+      for (uint32_t ci = 0; ci < ctxs_.size(); ++ci) {
+        if (!ctxs_[ci].alive || ctxs_[ci].dev != dev) continue;
+        ctxs_[ci].fatal = true;
+        RaiseAsync(ci, AsyncEventType::kDeviceFatal, kNone, kNone, 0);
+        for (uint32_t qi = 0; qi < qps_.size(); ++qi) {
+          Qp& q = *qps_[qi];
+          if (q.alive && q.ctx == ci && q.attr.qp_state != QpState::kReset) EnterErr(qi, q);
+        }
+      }
+      return absl::OkStatus();
+    case FaultKind::kResourceFail:
+      ++hosts_[f.target.host].script_resource_fail;
+      return absl::OkStatus();
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat(AV(FaultKindName(f.kind)), " does not apply to a device"));
+  }
+}
+
+absl::Status Fabric::ApplyQpFault(const ScriptedFault& f, uint32_t qi) {
   Qp& q = *qps_[qi];
   switch (f.kind) {
     case FaultKind::kWrFlush:

@@ -19,8 +19,8 @@ namespace ferry::sim {
 
 using namespace fabric_internal;  // NOLINT(build/namespaces): the fabric's own helpers
 
-absl::StatusOr<hal::QpInfo> Fabric::VCreateQp(uint32_t host, hal::PdHandle pd,
-                                              const hal::QpInitAttr& init) {
+absl::StatusOr<hal::QpInfo> Fabric::VerbCreateQp(uint32_t host, hal::PdHandle pd,
+                                                 const hal::QpInitAttr& init) {
   FERRY_ASSIGN_OR_RETURN(const uint32_t pi, CheckPd(host, pd, "ibv_create_qp"));
   FERRY_ASSIGN_OR_RETURN(const uint32_t sci, CheckCq(host, init.send_cq, "ibv_create_qp"));
   FERRY_ASSIGN_OR_RETURN(const uint32_t rci, CheckCq(host, init.recv_cq, "ibv_create_qp"));
@@ -149,31 +149,15 @@ Transition Table(QpState cur, QpState next) {
 
 }  // namespace
 
-absl::Status Fabric::VModifyQp(uint32_t host, hal::QpHandle qph, const hal::QpAttr& attr,
-                               uint32_t mask) {
+// ibv_modify_qp in three phases: check everything (nothing changes on an
+// error), apply the attributes, then run what entering the new state does.
+absl::Status Fabric::VerbModifyQp(uint32_t host, hal::QpHandle qph, const hal::QpAttr& attr,
+                                  uint32_t mask) {
   FERRY_ASSIGN_OR_RETURN(const uint32_t qi, CheckQp(host, qph, "ibv_modify_qp"));
   Qp& q = *qps_[qi];
   const QpState cur = q.attr.qp_state;
   const QpState next = (mask & hal::kQpState) != 0 ? attr.qp_state : cur;
-  Transition t = Table(cur, next);
-  if ((mask & hal::kQpState) == 0) t.req &= ~uint32_t{hal::kQpState};
-  if (!t.valid || (mask & t.req) != t.req || (mask & ~(t.req | t.opt | hal::kQpState)) != 0) {
-    return Errno("ibv_modify_qp", EINVAL);
-  }
-  if ((mask & hal::kQpCurState) != 0 && attr.cur_qp_state != cur) {
-    return Errno("ibv_modify_qp", EINVAL);
-  }
-  if ((mask & hal::kQpTimeout) != 0 && attr.timeout > 31) return Errno("ibv_modify_qp", EINVAL);
-  if ((mask & hal::kQpRetryCnt) != 0 && attr.retry_cnt > 7) return Errno("ibv_modify_qp", EINVAL);
-  if ((mask & hal::kQpRnrRetry) != 0 && attr.rnr_retry > 7) return Errno("ibv_modify_qp", EINVAL);
-  if ((mask & hal::kQpPort) != 0 && attr.port_num != 1) return Errno("ibv_modify_qp", EINVAL);
-  if ((mask & hal::kQpPathMtu) != 0 &&
-      (static_cast<uint8_t>(attr.path_mtu) < 1 || static_cast<uint8_t>(attr.path_mtu) > 5)) {
-    return Errno("ibv_modify_qp", EINVAL);
-  }
-  if ((mask & hal::kQpMaxQpRdAtomic) != 0 && attr.max_rd_atomic > limits_.max_qp_rd_atom) {
-    return Errno("ibv_modify_qp", EINVAL);
-  }
+  FERRY_RETURN_IF_ERROR(CheckModifyAttrs(cur, next, attr, mask));
   uint32_t dst_dev = q.dst_dev;
   if (next == QpState::kRtr && cur == QpState::kInit) {
     const Device& d = devices_[q.dev];
@@ -196,6 +180,39 @@ absl::Status Fabric::VModifyQp(uint32_t host, hal::QpHandle qph, const hal::QpAt
   if (InjectFault(FaultKind::kModifyQpFail)) return Errno("ibv_modify_qp", ETIMEDOUT);
 
   // Apply (nothing above changed state).
+  ApplyQpAttrs(q, attr, mask);
+  q.dst_dev = dst_dev;
+  q.attr.qp_state = next;
+  q.attr.cur_qp_state = next;
+  if (next != cur) EnterQpState(qi, q, cur, mask);
+  return absl::OkStatus();
+}
+
+absl::Status Fabric::CheckModifyAttrs(QpState cur, QpState next, const hal::QpAttr& attr,
+                                      uint32_t mask) const {
+  Transition t = Table(cur, next);
+  if ((mask & hal::kQpState) == 0) t.req &= ~uint32_t{hal::kQpState};
+  if (!t.valid || (mask & t.req) != t.req || (mask & ~(t.req | t.opt | hal::kQpState)) != 0) {
+    return Errno("ibv_modify_qp", EINVAL);
+  }
+  if ((mask & hal::kQpCurState) != 0 && attr.cur_qp_state != cur) {
+    return Errno("ibv_modify_qp", EINVAL);
+  }
+  if ((mask & hal::kQpTimeout) != 0 && attr.timeout > 31) return Errno("ibv_modify_qp", EINVAL);
+  if ((mask & hal::kQpRetryCnt) != 0 && attr.retry_cnt > 7) return Errno("ibv_modify_qp", EINVAL);
+  if ((mask & hal::kQpRnrRetry) != 0 && attr.rnr_retry > 7) return Errno("ibv_modify_qp", EINVAL);
+  if ((mask & hal::kQpPort) != 0 && attr.port_num != 1) return Errno("ibv_modify_qp", EINVAL);
+  if ((mask & hal::kQpPathMtu) != 0 &&
+      (static_cast<uint8_t>(attr.path_mtu) < 1 || static_cast<uint8_t>(attr.path_mtu) > 5)) {
+    return Errno("ibv_modify_qp", EINVAL);
+  }
+  if ((mask & hal::kQpMaxQpRdAtomic) != 0 && attr.max_rd_atomic > limits_.max_qp_rd_atom) {
+    return Errno("ibv_modify_qp", EINVAL);
+  }
+  return absl::OkStatus();
+}
+
+void Fabric::ApplyQpAttrs(Qp& q, const hal::QpAttr& attr, uint32_t mask) {
   if (mask & hal::kQpAccessFlags) q.attr.qp_access_flags = attr.qp_access_flags;
   if (mask & hal::kQpPkeyIndex) q.attr.pkey_index = attr.pkey_index;
   if (mask & hal::kQpPort) q.attr.port_num = attr.port_num;
@@ -210,14 +227,10 @@ absl::Status Fabric::VModifyQp(uint32_t host, hal::QpHandle qph, const hal::QpAt
   if (mask & hal::kQpTimeout) q.attr.timeout = attr.timeout;
   if (mask & hal::kQpRetryCnt) q.attr.retry_cnt = attr.retry_cnt;
   if (mask & hal::kQpRnrRetry) q.attr.rnr_retry = attr.rnr_retry;
-  q.dst_dev = dst_dev;
-  q.attr.qp_state = next;
-  q.attr.cur_qp_state = next;
+}
 
-  if (next == cur) {
-    return absl::OkStatus();
-  }
-  switch (next) {
+void Fabric::EnterQpState(uint32_t qi, Qp& q, QpState cur, uint32_t mask) {
+  switch (q.attr.qp_state) {
     case QpState::kReset:
       // mlx5 scrubs the QP's CQEs on modify to RESET as on destroy.
       ResetQpQueues(q);
@@ -262,7 +275,6 @@ absl::Status Fabric::VModifyQp(uint32_t host, hal::QpHandle qph, const hal::QpAt
     default:
       break;
   }
-  return absl::OkStatus();
 }
 
 void Fabric::CheckPairing(uint32_t qi, const Qp& q) {
@@ -291,7 +303,7 @@ void Fabric::CheckPairing(uint32_t qi, const Qp& q) {
   check(p, q);
 }
 
-absl::StatusOr<hal::QpAttr> Fabric::VQueryQp(uint32_t host, hal::QpHandle qph) {
+absl::StatusOr<hal::QpAttr> Fabric::VerbQueryQp(uint32_t host, hal::QpHandle qph) {
   FERRY_ASSIGN_OR_RETURN(const uint32_t qi, CheckQp(host, qph, "ibv_query_qp"));
   hal::QpAttr a = qps_[qi]->attr;
   a.cur_qp_state = a.qp_state;
@@ -323,7 +335,7 @@ void Fabric::DestroyQpNow(uint32_t qi, bool scrub) {
   q.done_seq = q.post_seq;
 }
 
-absl::Status Fabric::VDestroyQp(uint32_t host, hal::QpHandle qph) {
+absl::Status Fabric::VerbDestroyQp(uint32_t host, hal::QpHandle qph) {
   FERRY_ASSIGN_OR_RETURN(const uint32_t qi, CheckQp(host, qph, "ibv_destroy_qp"));
   Qp& q = *qps_[qi];
   if (q.events_unacked > 0) {

@@ -21,27 +21,13 @@ namespace ferry::sim {
 
 using namespace fabric_internal;  // NOLINT(build/namespaces): the fabric's own helpers
 
+// OnReq's phases: find the packet's WR at the requester, find and gate the
+// responder (PSN window, state), then execute a WRITE or a READ.
 void Fabric::OnReq(const Event& e) {
   Qp& rq = *qps_[e.a];
-  auto drop = [this, &rq] {
-    ++stats_.packets_dropped;
-    ++rq.path_faults;
-  };
-  if (!rq.alive || rq.sq.empty()) return drop();  // requester gone: no DMA of its memory
-  const Wr* wp = nullptr;
-  {
-    // Find the WR by its low 32 bits: it lies within the ring window.
-    const uint64_t lo = rq.post_seq > rq.sq.size() ? rq.post_seq - rq.sq.size() : 0;
-    uint64_t seq = (rq.post_seq & ~uint64_t{0xffffffff}) | e.b;
-    if (seq >= rq.post_seq) seq -= uint64_t{1} << 32;
-    if (seq >= lo && seq < rq.post_seq) {
-      const Wr& cand = rq.sq[seq % rq.sq.size()];
-      if (cand.seq == seq && e.c >= cand.vpsn_first && e.c < cand.vpsn_first + cand.npkts) {
-        wp = &cand;
-      }
-    }
-  }
-  if (wp == nullptr) return drop();
+  if (!rq.alive || rq.sq.empty()) return DropReq(rq);  // requester gone: no DMA of its memory
+  const Wr* wp = FindPacketWr(rq, e.b, e.c);
+  if (wp == nullptr) return DropReq(rq);
   const Wr& wr = *wp;
   // The sim moves a packet's payload when it arrives, but an RNIC fetches
   // it when it transmits. A WR that completed (in error: a success needs
@@ -52,22 +38,22 @@ void Fabric::OnReq(const Event& e) {
       wr.seq < rq.done_seq && !config_.mutations.on(base::Mutation::kSimFetchAfterCompletion);
   if (completed && wr.sent_payload.empty()) {
     ++stats_.late_packets_dropped;
-    return drop();
+    return DropReq(rq);
   }
   const uint32_t dev = rq.dst_dev;
-  if (dev == kNone || !devices_[dev].port_up) return drop();
+  if (dev == kNone || !devices_[dev].port_up) return DropReq(rq);
   const uint32_t ri = FindQpByNumber(dev, rq.attr.dest_qp_num);
-  if (ri == kNone) return drop();
+  if (ri == kNone) return DropReq(rq);
   Qp& r = *qps_[ri];
   const QpState rs = r.attr.qp_state;
-  if (rs != QpState::kRtr && rs != QpState::kRts && rs != QpState::kSqd) return drop();
+  if (rs != QpState::kRtr && rs != QpState::kRts && rs != QpState::kSqd) return DropReq(rq);
   const int32_t diff = PsnDiff(e.d, r.epsn);
   if (diff > 0) {  // a gap: NAK once with the expected PSN
     if (!r.nak_sent) {
       r.nak_sent = true;
       SendResp(ri, r, e.a, kNakSeq, r.epsn, e.c - static_cast<uint64_t>(diff));
     }
-    return drop();
+    return DropReq(rq);
   }
   const bool dup = diff < 0;
   if (dup) ++stats_.duplicates;
@@ -76,10 +62,10 @@ void Fabric::OnReq(const Event& e) {
     RaiseAsync(r.ctx, AsyncEventType::kCommEst, ri, kNone, 0);
   }
   const uint64_t mtu = std::min(hal::MtuBytes(rq.attr.path_mtu), hal::MtuBytes(config_.active_mtu));
-  const uint64_t off = (e.c - wr.vpsn_first) * mtu;
-  const uint64_t len = off < wr.len ? std::min(mtu, wr.len - off) : 0;
+  ReqPacket p{e, rq, wr, ri, r, 0, 0, completed, dup};
+  p.off = (e.c - wr.vpsn_first) * mtu;
+  p.len = p.off < wr.len ? std::min(mtu, wr.len - p.off) : 0;
   const bool is_write = wr.wr.opcode == hal::Opcode::kRdmaWrite;
-  const bool last = e.c + 1 == wr.vpsn_first + wr.npkts;
   if (dup && is_write) {
     // Re-acknowledged without executing, with the PSN of the last packet
     // this responder executed (epsn - 1), not the duplicate's own PSN: an
@@ -103,52 +89,80 @@ void Fabric::OnReq(const Event& e) {
     EnterErr(ri, r);
     return;
   }
-  if (is_write) {
-    uint8_t* dst = m->addr + (wr.wr.remote_addr - reinterpret_cast<uint64_t>(m->addr)) + off;
-    ShadowCheck(dst, len, false, "remote target of WRITE");
-    if (completed) {
-      if (off + len > wr.sent_payload.size()) return drop();  // not sent before completion
-      std::memcpy(dst, wr.sent_payload.data() + off, len);
-      ++stats_.late_packets_landed;
-    } else if (!DmaLocal(e.a, rq, wr, off, len, dst, true)) {
-      // The requester's local MR vanished mid-WR: nothing placed.
-      if (Executing(rq.attr.qp_state)) FailAndFlush(e.a, rq, wr.seq, WcStatus::kLocProtErr);
-      return;
-    }
-    ++stats_.packets_executed;
-    r.epsn = (r.epsn + 1) & kPsnMask;
-    r.nak_sent = false;
-    // ACK coalescing: while more of this requester's packets are already
-    // on the wire behind this one, acknowledge only every kAckEvery-th
-    // packet; the last one in a burst is always acknowledged.
-    if (last) {
-      ++r.unacked_wrs;
-      const bool more = e.chan < chans_.size() && !chans_[e.chan].empty();
-      if (!more || r.unacked_wrs >= kAckEvery) {
-        r.unacked_wrs = 0;
-        SendResp(ri, r, e.a, kAck, e.d, e.c);
-      }
-    }
+  if (is_write) return ExecuteWrite(p, *m);
+  ExecuteRead(p);
+}
+
+void Fabric::DropReq(Qp& requester) {
+  ++stats_.packets_dropped;
+  ++requester.path_faults;
+}
+
+const Fabric::Wr* Fabric::FindPacketWr(const Qp& rq, uint32_t seq_lo, uint64_t vpsn) const {
+  // Find the WR by its low 32 bits: it lies within the ring window.
+  const uint64_t lo = rq.post_seq > rq.sq.size() ? rq.post_seq - rq.sq.size() : 0;
+  uint64_t seq = (rq.post_seq & ~uint64_t{0xffffffff}) | seq_lo;
+  if (seq >= rq.post_seq) seq -= uint64_t{1} << 32;
+  if (seq < lo || seq >= rq.post_seq) return nullptr;
+  const Wr& cand = rq.sq[seq % rq.sq.size()];
+  if (cand.seq == seq && vpsn >= cand.vpsn_first && vpsn < cand.vpsn_first + cand.npkts)
+    return &cand;
+  return nullptr;
+}
+
+void Fabric::ExecuteWrite(const ReqPacket& p, const Mr& m) {
+  const Event& e = p.e;
+  const Wr& wr = p.wr;
+  Qp& r = p.r;
+  uint8_t* dst = m.addr + (wr.wr.remote_addr - reinterpret_cast<uint64_t>(m.addr)) + p.off;
+  ShadowCheck(dst, p.len, false, "remote target of WRITE");
+  if (p.completed) {
+    if (p.off + p.len > wr.sent_payload.size()) return DropReq(p.rq);  // not sent before completion
+    std::memcpy(dst, wr.sent_payload.data() + p.off, p.len);
+    ++stats_.late_packets_landed;
+  } else if (!DmaLocal(e.a, p.rq, wr, p.off, p.len, dst, true)) {
+    // The requester's local MR vanished mid-WR: nothing placed.
+    if (Executing(p.rq.attr.qp_state)) FailAndFlush(e.a, p.rq, wr.seq, WcStatus::kLocProtErr);
     return;
   }
+  ++stats_.packets_executed;
+  r.epsn = (r.epsn + 1) & kPsnMask;
+  r.nak_sent = false;
+  // ACK coalescing: while more of this requester's packets are already
+  // on the wire behind this one, acknowledge only every kAckEvery-th
+  // packet; the last one in a burst is always acknowledged.
+  if (e.c + 1 == wr.vpsn_first + wr.npkts) {
+    ++r.unacked_wrs;
+    const bool more = e.chan < chans_.size() && !chans_[e.chan].empty();
+    if (!more || r.unacked_wrs >= kAckEvery) {
+      r.unacked_wrs = 0;
+      SendResp(p.ri, r, e.a, kAck, e.d, e.c);
+    }
+  }
+}
+
+void Fabric::ExecuteRead(const ReqPacket& p) {
+  const Event& e = p.e;
+  Qp& r = p.r;
   // READ: the response carries the data; it is placed when it arrives. It
   // also acknowledges the WRITEs before it (the requester takes it as an
   // implicit ACK), so the coalescing count restarts.
-  if (!dup) {
+  if (!p.dup) {
     ++stats_.packets_executed;
     r.epsn = (r.epsn + 1) & kPsnMask;
     r.nak_sent = false;
     r.unacked_wrs = 0;
-    NoteReadResource(r, (e.d - static_cast<uint32_t>(e.c - wr.vpsn_first)) & kPsnMask, wr.npkts);
+    NoteReadResource(r, (e.d - static_cast<uint32_t>(e.c - p.wr.vpsn_first)) & kPsnMask,
+                     p.wr.npkts);
   } else if (!HasReadResource(r, e.d) && !config_.mutations.on(base::Mutation::kSimDupReadAnyPsn)) {
     // A duplicate READ this responder never executed (its PSN is only
     // "old" in this responder's numbering: a requester paired from another
     // handshake): dropped. Re-executing it would answer with its own PSN,
     // which the requester takes as an ACK of the WRITEs before it, never
     // placed (seed 13854).
-    return drop();
+    return DropReq(p.rq);
   }
-  SendResp(ri, r, e.a, kReadResp, e.d, e.c, len);  // carries the data: serialized
+  SendResp(p.ri, r, e.a, kReadResp, e.d, e.c, p.len);  // carries the data: serialized
 }
 
 void Fabric::NoteReadResource(Qp& r, uint32_t first_psn, uint32_t npkts) {

@@ -25,72 +25,76 @@ class SimVerbs final : public hal::Verbs {
   SimVerbs(Fabric* f, uint32_t host) : f_(f), host_(host) {}
 
   absl::StatusOr<std::vector<hal::DeviceInfo>> ListDevices() override {
-    return f_->VListDevices(host_);
+    return f_->VerbListDevices(host_);
   }
   absl::StatusOr<hal::ContextHandle> OpenDevice(std::string_view name) override {
-    return f_->VOpenDevice(host_, name);
+    return f_->VerbOpenDevice(host_, name);
   }
-  absl::Status CloseDevice(hal::ContextHandle ctx) override { return f_->VCloseDevice(host_, ctx); }
+  absl::Status CloseDevice(hal::ContextHandle ctx) override {
+    return f_->VerbCloseDevice(host_, ctx);
+  }
   absl::StatusOr<hal::DeviceAttr> QueryDevice(hal::ContextHandle ctx) override {
-    return f_->VQueryDevice(host_, ctx);
+    return f_->VerbQueryDevice(host_, ctx);
   }
   absl::StatusOr<hal::PortAttr> QueryPort(hal::ContextHandle ctx, uint8_t port) override {
-    return f_->VQueryPort(host_, ctx, port);
+    return f_->VerbQueryPort(host_, ctx, port);
   }
   absl::StatusOr<hal::Gid> QueryGid(hal::ContextHandle ctx, uint8_t port, int index) override {
-    return f_->VQueryGid(host_, ctx, port, index);
+    return f_->VerbQueryGid(host_, ctx, port, index);
   }
   absl::StatusOr<hal::GidEntry> QueryGidEntry(hal::ContextHandle ctx, uint8_t port,
                                               int index) override {
-    return f_->VQueryGidEntry(host_, ctx, port, index);
+    return f_->VerbQueryGidEntry(host_, ctx, port, index);
   }
   absl::StatusOr<hal::PdHandle> AllocPd(hal::ContextHandle ctx) override {
-    return f_->VAllocPd(host_, ctx);
+    return f_->VerbAllocPd(host_, ctx);
   }
-  absl::Status DeallocPd(hal::PdHandle pd) override { return f_->VDeallocPd(host_, pd); }
+  absl::Status DeallocPd(hal::PdHandle pd) override { return f_->VerbDeallocPd(host_, pd); }
   absl::StatusOr<hal::MrInfo> RegMr(hal::PdHandle pd, void* addr, size_t length,
                                     uint32_t access) override {
-    return f_->VRegMr(host_, pd, addr, length, access);
+    return f_->VerbRegMr(host_, pd, addr, length, access);
   }
-  absl::Status DeregMr(hal::MrHandle mr) override { return f_->VDeregMr(host_, mr); }
+  absl::Status DeregMr(hal::MrHandle mr) override { return f_->VerbDeregMr(host_, mr); }
   absl::StatusOr<hal::CompChannelHandle> CreateCompChannel(hal::ContextHandle ctx) override {
-    return f_->VCreateCompChannel(host_, ctx);
+    return f_->VerbCreateCompChannel(host_, ctx);
   }
   absl::Status DestroyCompChannel(hal::CompChannelHandle ch) override {
-    return f_->VDestroyCompChannel(host_, ch);
+    return f_->VerbDestroyCompChannel(host_, ch);
   }
   absl::StatusOr<hal::CqHandle> GetCqEvent(hal::CompChannelHandle ch) override {
-    return f_->VGetCqEvent(host_, ch);
+    return f_->VerbGetCqEvent(host_, ch);
   }
   void AckCqEvents(hal::CqHandle cq, uint32_t count) override {
-    f_->VAckCqEvents(host_, cq, count);
+    f_->VerbAckCqEvents(host_, cq, count);
   }
   absl::StatusOr<hal::CqInfo> CreateCq(hal::ContextHandle ctx, uint32_t cqe,
                                        hal::CompChannelHandle ch) override {
-    return f_->VCreateCq(host_, ctx, cqe, ch);
+    return f_->VerbCreateCq(host_, ctx, cqe, ch);
   }
-  absl::Status DestroyCq(hal::CqHandle cq) override { return f_->VDestroyCq(host_, cq); }
+  absl::Status DestroyCq(hal::CqHandle cq) override { return f_->VerbDestroyCq(host_, cq); }
   absl::StatusOr<uint32_t> PollCq(hal::CqHandle cq, absl::Span<hal::WorkCompletion> out) override {
-    return f_->VPollCq(host_, cq, out);
+    return f_->VerbPollCq(host_, cq, out);
   }
   absl::Status ReqNotifyCq(hal::CqHandle cq, bool solicited_only) override {
-    return f_->VReqNotifyCq(host_, cq, solicited_only);
+    return f_->VerbReqNotifyCq(host_, cq, solicited_only);
   }
   absl::StatusOr<hal::QpInfo> CreateQp(hal::PdHandle pd, const hal::QpInitAttr& init) override {
-    return f_->VCreateQp(host_, pd, init);
+    return f_->VerbCreateQp(host_, pd, init);
   }
   absl::Status ModifyQp(hal::QpHandle qp, const hal::QpAttr& attr, uint32_t mask) override {
-    return f_->VModifyQp(host_, qp, attr, mask);
+    return f_->VerbModifyQp(host_, qp, attr, mask);
   }
-  absl::StatusOr<hal::QpAttr> QueryQp(hal::QpHandle qp) override { return f_->VQueryQp(host_, qp); }
-  absl::Status DestroyQp(hal::QpHandle qp) override { return f_->VDestroyQp(host_, qp); }
+  absl::StatusOr<hal::QpAttr> QueryQp(hal::QpHandle qp) override {
+    return f_->VerbQueryQp(host_, qp);
+  }
+  absl::Status DestroyQp(hal::QpHandle qp) override { return f_->VerbDestroyQp(host_, qp); }
   hal::PostResult PostSend(hal::QpHandle qp, absl::Span<const hal::SendWr> chain) override {
-    return f_->VPostSend(host_, qp, chain);
+    return f_->VerbPostSend(host_, qp, chain);
   }
   absl::StatusOr<hal::AsyncEvent> GetAsyncEvent(hal::ContextHandle ctx) override {
-    return f_->VGetAsyncEvent(host_, ctx);
+    return f_->VerbGetAsyncEvent(host_, ctx);
   }
-  void AckAsyncEvent(const hal::AsyncEvent& event) override { f_->VAckAsyncEvent(host_, event); }
+  void AckAsyncEvent(const hal::AsyncEvent& event) override { f_->VerbAckAsyncEvent(host_, event); }
   absl::StatusOr<int> CompChannelFd(hal::CompChannelHandle) override {
     return absl::UnimplementedError("sim rnic: no file descriptors; the scheduler knows readiness");
   }

@@ -99,7 +99,7 @@ class Run {
     EngineConfig c = ScenarioConfig();
     c.slice_timeout_ns = 30'000'000;
     c.qp_timeout_exp = 10;
-    c.qp_retry_cnt = 3;
+    c.qp_retries = 3;
     sim::FabricConfig fc = TwoEngines::MakeFabricConfig();
     fc.plan = plan_.rnic;
     fc.mutations = o_.mutations;
@@ -524,6 +524,56 @@ std::string SwarmPlan::ToString() const {
   return out;
 }
 
+namespace {
+
+// The runner faults of a world plan at virtual times: per tick, per host,
+// the plan's chances, from schedule_p (restarts, pauses, partitions) and
+// device_p (device events); sorted by time (stable: draw order breaks
+// ties), ending with kStopFaults.
+std::vector<WorldFault> DrawSchedule(const WorldPlan& w, sim::Prng& schedule_p,
+                                     sim::Prng& device_p) {
+  std::vector<WorldFault> out;
+  // The schedule: per tick, per host, the chances above (each Chance is
+  // drawn unconditionally so the schedule's draws do not depend on which
+  // families are on).
+  uint32_t restarts = 0;
+  for (uint32_t t = 0; t < w.ticks; ++t) {
+    const uint64_t at = uint64_t{t} * w.tick_ns + schedule_p.Below(w.tick_ns);
+    for (uint32_t h = 0; h < kHosts; ++h) {
+      const bool r = schedule_p.Chance(w.restart);
+      const bool pz = schedule_p.Chance(w.pause);
+      if (r && restarts < w.restarts_max) {
+        ++restarts;
+        out.push_back(WorldFault{at, WorldFaultKind::kRestart, h, 0, {}});
+      }
+      if (pz) out.push_back(WorldFault{at, WorldFaultKind::kPause, h, w.pause_ns, {}});
+    }
+    const bool cut = schedule_p.Chance(w.partition);
+    const uint32_t from = static_cast<uint32_t>(schedule_p.Below(kHosts));
+    const bool both = schedule_p.Below(2) == 1;
+    if (cut)
+      out.push_back(WorldFault{at, WorldFaultKind::kPartition, from, w.partition_ns,
+                               both ? sim::PartitionDir::kBoth : sim::PartitionDir::kOneWay});
+  }
+  // Device events from their own stream (kept apart so the schedule above
+  // is the same whether or not this family is on).
+  for (uint32_t t = 0; t < w.ticks; ++t) {
+    const uint64_t at = uint64_t{t} * w.tick_ns + device_p.Below(w.tick_ns);
+    for (uint32_t h = 0; h < kHosts; ++h) {
+      if (device_p.Chance(w.device_fatal))
+        out.push_back(WorldFault{at, WorldFaultKind::kDeviceFatal, h, 0, {}});
+      if (device_p.Chance(w.gid_change))
+        out.push_back(WorldFault{at, WorldFaultKind::kGidChange, h, 0, {}});
+    }
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const WorldFault& a, const WorldFault& b) { return a.at_ns < b.at_ns; });
+  out.push_back(WorldFault{uint64_t{w.ticks} * w.tick_ns, WorldFaultKind::kStopFaults, 0, 0, {}});
+  return out;
+}
+
+}  // namespace
+
 SwarmPlan DrawSwarmPlan(uint64_t seed, const SwarmFamilies& families) {
   SwarmPlan p;
   p.seed = seed;
@@ -585,44 +635,7 @@ SwarmPlan DrawSwarmPlan(uint64_t seed, const SwarmFamilies& families) {
     w.device_fatal = fatal_rate;
     w.gid_change = gid_rate;
   }
-  // The schedule: per tick, per host, the chances above (each Chance is
-  // drawn unconditionally so the schedule's draws do not depend on which
-  // families are on).
-  uint32_t restarts = 0;
-  for (uint32_t t = 0; t < w.ticks; ++t) {
-    const uint64_t at = uint64_t{t} * w.tick_ns + schedule_p.Below(w.tick_ns);
-    for (uint32_t h = 0; h < kHosts; ++h) {
-      const bool r = schedule_p.Chance(w.restart);
-      const bool pz = schedule_p.Chance(w.pause);
-      if (r && restarts < w.restarts_max) {
-        ++restarts;
-        p.schedule.push_back(WorldFault{at, WorldFaultKind::kRestart, h, 0, {}});
-      }
-      if (pz) p.schedule.push_back(WorldFault{at, WorldFaultKind::kPause, h, w.pause_ns, {}});
-    }
-    const bool cut = schedule_p.Chance(w.partition);
-    const uint32_t from = static_cast<uint32_t>(schedule_p.Below(kHosts));
-    const bool both = schedule_p.Below(2) == 1;
-    if (cut)
-      p.schedule.push_back(
-          WorldFault{at, WorldFaultKind::kPartition, from, w.partition_ns,
-                     both ? sim::PartitionDir::kBoth : sim::PartitionDir::kOneWay});
-  }
-  // Device events from their own stream (kept apart so the schedule above
-  // is the same whether or not this family is on).
-  for (uint32_t t = 0; t < w.ticks; ++t) {
-    const uint64_t at = uint64_t{t} * w.tick_ns + device_p.Below(w.tick_ns);
-    for (uint32_t h = 0; h < kHosts; ++h) {
-      if (device_p.Chance(w.device_fatal))
-        p.schedule.push_back(WorldFault{at, WorldFaultKind::kDeviceFatal, h, 0, {}});
-      if (device_p.Chance(w.gid_change))
-        p.schedule.push_back(WorldFault{at, WorldFaultKind::kGidChange, h, 0, {}});
-    }
-  }
-  std::stable_sort(p.schedule.begin(), p.schedule.end(),
-                   [](const WorldFault& a, const WorldFault& b) { return a.at_ns < b.at_ns; });
-  p.schedule.push_back(
-      WorldFault{uint64_t{w.ticks} * w.tick_ns, WorldFaultKind::kStopFaults, 0, 0, {}});
+  p.schedule = DrawSchedule(w, schedule_p, device_p);
   return p;
 }
 

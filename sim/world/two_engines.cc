@@ -25,8 +25,8 @@ EngineConfig ScenarioConfig() {
   c.handshake_retries = 8;
   c.slice_timeout_ns = 2'000'000'000;
   c.drain_timeout_ns = 1'000'000;
-  c.destroy_backoff_min_ns = 10'000;
-  c.destroy_backoff_max_ns = 1'000'000;
+  c.destroy_backoff_ns_min = 10'000;
+  c.destroy_backoff_ns_max = 1'000'000;
   return c;
 }
 
@@ -321,24 +321,29 @@ void TwoEngines::ApplyFault(const WorldFault& f) {
       if (fabric_.Inject(sf).ok()) ++counters_.device_events;
       return;
     }
-    case WorldFaultKind::kStopFaults: {
-      for (auto it = faults_.begin(); it != faults_.end();) {
-        if (it->second.call) {
-          ++it;
-          continue;
-        }
-        ++counters_.faults_dropped_at_stop;
-        it = faults_.erase(it);
-      }
-      for (uint32_t h = 0; h < kHosts; ++h) Resume(h);
-      net_.HealAll();
-      sim::NetPlan clean;
-      clean.inbound_max = net_plan_.inbound_max;
-      clean.in_flight_max = net_plan_.in_flight_max;
-      FERRY_CHECK(net_.SetPlan(clean).ok());
+    case WorldFaultKind::kStopFaults:
+      StopFaults();
       return;
-    }
   }
+}
+
+// The end of the fault window: pending faults are dropped (driver calls
+// stay), every host resumes, the network heals and gets a clean plan.
+void TwoEngines::StopFaults() {
+  for (auto it = faults_.begin(); it != faults_.end();) {
+    if (it->second.call) {
+      ++it;
+      continue;
+    }
+    ++counters_.faults_dropped_at_stop;
+    it = faults_.erase(it);
+  }
+  for (uint32_t h = 0; h < kHosts; ++h) Resume(h);
+  net_.HealAll();
+  sim::NetPlan clean;
+  clean.inbound_max = net_plan_.inbound_max;
+  clean.in_flight_max = net_plan_.in_flight_max;
+  FERRY_CHECK(net_.SetPlan(clean).ok());
 }
 
 bool TwoEngines::RunUntil(const std::function<bool()>& done, uint64_t time_max_ns) {

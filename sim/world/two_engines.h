@@ -233,6 +233,7 @@ class TwoEngines {
   class FaultActor;
   class MainScope;
   void ApplyFault(const WorldFault& f);
+  void StopFaults();
   void Resume(uint32_t h);
   bool Alive(uint32_t h) const {
     return hosts_[h].rt != nullptr && !hosts_[h].rt->dead() && hosts_[h].engine != nullptr;

@@ -69,13 +69,13 @@ TEST(EngineConfig, RejectsEveryBrokenInvariant) {
        },
        "slices per task"},
       {"zero batch", [](EngineConfig& c) { c.batch_capacity_max = 0; }, "batch_capacity_max"},
-      {"zero repost", [](EngineConfig& c) { c.repost_max = 0; }, "repost_max"},
+      {"zero repost", [](EngineConfig& c) { c.slice_attempts_max = 0; }, "slice_attempts_max"},
       {"retry > repost",
        [](EngineConfig& c) {
-         c.retry_count = 16;
-         c.repost_max = 16;
+         c.slice_retries = 16;
+         c.slice_attempts_max = 16;
        },
-       "retry_count"},
+       "slice_retries"},
       {"zero slice timeout", [](EngineConfig& c) { c.slice_timeout_ns = 0; }, "slice_timeout_ns"},
       {"zero handshake timeout", [](EngineConfig& c) { c.handshake_timeout_ns = 0; },
        "handshake_timeout_ns"},
@@ -83,10 +83,10 @@ TEST(EngineConfig, RejectsEveryBrokenInvariant) {
        "handshake_retries"},
       {"zero drain", [](EngineConfig& c) { c.drain_timeout_ns = 0; }, "drain_timeout_ns"},
       {"backoff min > max",
-       [](EngineConfig& c) { c.destroy_backoff_min_ns = c.destroy_backoff_max_ns + 1; },
-       "destroy_backoff_min_ns"},
-      {"retry_cnt 8", [](EngineConfig& c) { c.qp_retry_cnt = 8; }, "qp_retry_cnt"},
-      {"rnr_retry 8", [](EngineConfig& c) { c.qp_rnr_retry = 8; }, "qp_rnr_retry"},
+       [](EngineConfig& c) { c.destroy_backoff_ns_min = c.destroy_backoff_ns_max + 1; },
+       "destroy_backoff_ns_min"},
+      {"retry_cnt 8", [](EngineConfig& c) { c.qp_retries = 8; }, "qp_retries"},
+      {"rnr_retry 8", [](EngineConfig& c) { c.qp_rnr_retries = 8; }, "qp_rnr_retries"},
       {"port 0", [](EngineConfig& c) { c.port_num = 0; }, "port_num"},
       {"gid index -2", [](EngineConfig& c) { c.gid_index = -2; }, "gid_index"},
       {"empty device name",
@@ -109,9 +109,9 @@ TEST(EngineConfig, RejectsEveryBrokenInvariant) {
 TEST(EngineConfig, BoundaryValuesAreAccepted) {
   EngineConfig c;
   c.qp_timeout_exp = 31;
-  c.qp_retry_cnt = 0;
+  c.qp_retries = 0;
   c.workers = kWorkersMax;
-  c.retry_count = c.repost_max - 1;
+  c.slice_retries = c.slice_attempts_max - 1;
   c.endpoint_store_capacity = 64;
   c.cqs_per_worker = 2;  // 64 * 2 * 32 == 4096
   EXPECT_TRUE(c.Validate().ok()) << c.Validate();

@@ -264,7 +264,7 @@ std::string C3(uint64_t seed, const base::Mutations& m) {
   c.wr_depth = 1;
   c.slice_timeout_ns = 8'000'000;
   sim::FabricConfig fc = TwoEngines::MakeFabricConfig();
-  fc.late_cqe_max_ns = 4'000'000;
+  fc.late_cqe_ns_max = 4'000'000;
   TwoEngines w(seed, sim::NetPlan{}, m, c, fc);
   auto seg = w.Open(0, 1);
   if (!seg.ok()) return "open";
@@ -400,7 +400,7 @@ TEST(EngineContractsDeathTest, C4MutationDoubleReleaseIsCaught) {
 std::string C6(uint64_t seed, const base::Mutations& m, uint64_t* trace_hash = nullptr) {
   EngineConfig c = ScenarioConfig();
   c.qp_timeout_exp = 8;  // 1.05 ms per attempt
-  c.qp_retry_cnt = 2;
+  c.qp_retries = 2;
   TwoEngines w(seed, sim::NetPlan{}, m, c);
   auto seg10 = w.Open(1, 0);
   if (!seg10.ok()) return "open";
@@ -469,7 +469,7 @@ std::string C6(uint64_t seed, const base::Mutations& m, uint64_t* trace_hash = n
   auto [st2, id2] =
       Run1(w, 1, MakeReq(w, 1, *seg10, OpKind::kWrite, 160 * 1024, 200 * 1024, 16 * 1024));
   const uint64_t took = w.clock().NowNs() - t0;
-  const uint64_t retry_budget = (uint64_t{c.qp_retry_cnt} + 1) * 4096 * (uint64_t{1} << 8);
+  const uint64_t retry_budget = (uint64_t{c.qp_retries} + 1) * 4096 * (uint64_t{1} << 8);
   const uint64_t bound = c.handshake_timeout_ns * c.handshake_retries + retry_budget;
   std::printf("C6 one-sided teardown: resumed after %llu ns (bound %llu)\n",
               static_cast<unsigned long long>(took), static_cast<unsigned long long>(bound));
@@ -569,7 +569,7 @@ std::string CqErrWhilePeerReconnects(uint64_t seed, const base::Mutations& m) {
   EngineConfig c = ScenarioConfig();
   c.workers = 1;
   c.qp_timeout_exp = 8;  // ~1 ms: h1 sees RETRY_EXC_ERR within ~2 ms
-  c.qp_retry_cnt = 1;
+  c.qp_retries = 1;
   TwoEngines w(seed, sim::NetPlan{}, m, c);
   auto s01 = w.Open(0, 1);
   auto s10 = w.Open(1, 0);
@@ -1183,7 +1183,7 @@ std::string OneShotSwarm(uint64_t seed, std::string* plan_text, SwarmTally* tall
   EngineConfig c = ScenarioConfig();
   c.slice_timeout_ns = 30'000'000;
   c.qp_timeout_exp = 10;
-  c.qp_retry_cnt = 3;
+  c.qp_retries = 3;
   sim::FabricConfig fc = TwoEngines::MakeFabricConfig();
   sim::Prng plan_prng(seed * 7919 + 1);
   fc.plan = sim::FaultPlan::Draw(plan_prng);

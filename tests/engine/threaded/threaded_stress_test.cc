@@ -56,8 +56,8 @@ EngineConfig StressConfig() {
   c.handshake_timeout_ns = 50'000'000;
   c.handshake_retries = 20;
   c.drain_timeout_ns = 10'000'000;
-  c.destroy_backoff_min_ns = 10'000;
-  c.destroy_backoff_max_ns = 1'000'000;
+  c.destroy_backoff_ns_min = 10'000;
+  c.destroy_backoff_ns_max = 1'000'000;
   return c;
 }
 

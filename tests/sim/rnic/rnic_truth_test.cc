@@ -277,7 +277,7 @@ TEST(Faults, ScriptedPostModifyResourceAndLateCqe) {
   auto wcs = w.PollN(w.a(), 2);
   ASSERT_EQ(wcs.size(), 2u);
   EXPECT_EQ(wcs[0].wr_id, 1u);  // late, and order kept
-  EXPECT_GE(w.clock().NowNs() - t0, w.fabric().config().late_cqe_max_ns);
+  EXPECT_GE(w.clock().NowNs() - t0, w.fabric().config().late_cqe_ns_max);
 }
 
 TEST(Faults, PeerRestartReusesQpnsAndStopsTraffic) {
