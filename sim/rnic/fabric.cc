@@ -743,6 +743,25 @@ void Fabric::VerbAckAsyncEvent(uint32_t host, const hal::AsyncEvent& ev) {
 
 // ------------------------------------------------------------------ truth
 
+std::string Fabric::UnconsumedWrOn(const void* addr, uint64_t len) const {
+  const uint64_t lo = reinterpret_cast<uint64_t>(addr), hi = lo + len;
+  for (const auto& qp : qps_) {
+    const Qp& q = *qp;
+    if (!q.alive || q.attr.qp_state == QpState::kReset || q.sq.empty()) continue;
+    for (uint64_t seq = q.free_seq; seq < q.post_seq; ++seq) {
+      const Wr& w = q.sq[seq % q.sq.size()];
+      for (uint32_t k = 0; k < w.wr.num_sge && k < w.wr.sg_list.size(); ++k) {
+        const hal::Sge& g = w.wr.sg_list[k];
+        if (g.addr < hi && lo < g.addr + g.length)
+          return absl::StrCat("h", q.host, "/", devices_[q.dev].name, " qpn=", q.qpn,
+                              " state=", AV(hal::QpStateName(q.attr.qp_state)), " wr seq=", seq,
+                              q.hung ? " (hung)" : "");
+      }
+    }
+  }
+  return "";
+}
+
 absl::StatusOr<CqTruth> Fabric::TruthOf(hal::CqHandle cq) const {
   if (cq.id == 0 || cq.id > cqs_.size() || !cqs_[cq.id - 1].alive) {
     return absl::NotFoundError("TruthOf: no live CQ");

@@ -195,6 +195,14 @@ class Fabric final : public Actor {
   // ---------------------------------------------------------- ground truth
   ShadowMemory& shadow() { return shadow_; }
   absl::StatusOr<CqTruth> TruthOf(hal::CqHandle cq) const;
+  // A WR with a local SGE overlapping [addr, addr + len) whose completion
+  // the consumer has not polled yet, on a QP not destroyed and not in
+  // RESET: "h0/sim0 qpn=17 state=RTS wr seq=4", or "" when none. Such a
+  // WR may still touch the buffer (its QP executes), or the evidence that
+  // it cannot (its flush) was not consumed. The oracle asks this when a
+  // task publishes: a terminal status with such a WR breaks C1 ("published
+  // only with evidence") even when no late packet ever lands.
+  std::string UnconsumedWrOn(const void* addr, uint64_t len) const;
   uint64_t LiveCount(ObjectKind k) const { return live_[static_cast<size_t>(k)]; }
   uint64_t CreatedCount(ObjectKind k) const { return created_[static_cast<size_t>(k)]; }
   // One line per live object: "qp h0/sim0 qpn=17 state=RTS outstanding=3".

@@ -54,6 +54,14 @@ class SimObserver final : public LifecycleObserver {
                uint64_t b) override;
   void OnQpCreated(uint32_t worker, hal::QpHandle qp) override;
   void OnCqCreated(uint32_t worker, hal::CqHandle cq) override;
+  // An event the oracle saw (kind "publish": key "task <label>", a: the
+  // status, b: the label), recorded in order with the engine's events but
+  // never traced (the trace hash is the engine's and the RNIC's alone).
+  void RecordOracle(std::string_view kind, std::string key, uint64_t a, uint64_t b) {
+    records_.push_back(
+        LifecycleRecord{fabric_->NowNs(), kOracleWorker, std::string(kind), std::move(key), a, b});
+  }
+  static constexpr uint32_t kOracleWorker = ~uint32_t{0};
   uint32_t WorkerActor(uint32_t w) const { return first_actor_ + w; }
   const std::vector<LifecycleRecord>& records() const { return records_; }
   const std::string& tag() const { return tag_; }

@@ -394,6 +394,15 @@ void TwoEngines::OracleStep() {
       if (IsTerminal(st)) {
         t.published = st;
         t.publish_ns = clock_.NowNs();
+        if (hosts_[t.host].obs != nullptr)
+          hosts_[t.host].obs->RecordOracle("publish", absl::StrCat("task ", t.label),
+                                           static_cast<uint64_t>(st), t.label);
+        // C1 ground truth: every WR on the buffer has its completion
+        // consumed, or its QP is gone.
+        if (std::string who = fabric_.UnconsumedWrOn(t.addr, t.len); !who.empty())
+          Fail(absl::StrCat("published_without_evidence: task ", t.label, " published ",
+                            std::string(TaskStatusName(st)), " while ", who,
+                            " on its buffer has no consumed completion"));
         fabric_.shadow().Release(t.addr, t.len);
       }
     } else if (st != t.published) {

@@ -30,6 +30,11 @@ namespace {
 using ::testing::HasSubstr;
 
 constexpr uint64_t kMs = 1'000'000;
+// How long a test waits for something that must happen. Only a failing
+// test waits this long; none asserts an upper bound on elapsed wall time
+// (a loaded CI machine must not fail a test; timing is for benchmarks).
+constexpr uint64_t kWaitBudgetNs = 10'000 * kMs;
+constexpr int kWaitBudgetMs = 10'000;
 
 std::vector<uint8_t> Bytes(std::string_view s) { return {s.begin(), s.end()}; }
 
@@ -138,13 +143,13 @@ TEST(TcpControlNetTest, RoundTripBothWaysReplyToFrom) {
   auto a = Make();
   auto b = Make();
   ASSERT_TRUE(a->Send(b->LocalAddress(), Bytes("ping")).ok());
-  auto got = PollFor(*b, 2000 * kMs);
+  auto got = PollFor(*b, kWaitBudgetNs);
   ASSERT_TRUE(got.has_value());
   EXPECT_EQ(got->bytes, Bytes("ping"));
   EXPECT_EQ(got->from, a->LocalAddress());
   // The reply goes to whatever `from` says.
   ASSERT_TRUE(b->Send(got->from, Bytes("pong")).ok());
-  auto reply = PollFor(*a, 2000 * kMs);
+  auto reply = PollFor(*a, kWaitBudgetNs);
   ASSERT_TRUE(reply.has_value());
   EXPECT_EQ(reply->bytes, Bytes("pong"));
   EXPECT_EQ(reply->from, b->LocalAddress());
@@ -163,14 +168,14 @@ TEST(TcpControlNetTest, ManyMessagesInOrderOnOneConnectionAndEdgeSizes) {
   for (int i = 0; i < 50; ++i) {
     ASSERT_TRUE(a->Send(b->LocalAddress(), Bytes(std::to_string(i))).ok());
   }
-  auto empty = PollFor(*b, 2000 * kMs);
+  auto empty = PollFor(*b, kWaitBudgetNs);
   ASSERT_TRUE(empty.has_value());
   EXPECT_TRUE(empty->bytes.empty());
-  auto big = PollFor(*b, 2000 * kMs);
+  auto big = PollFor(*b, kWaitBudgetNs);
   ASSERT_TRUE(big.has_value());
   EXPECT_EQ(big->bytes, max);
   for (int i = 0; i < 50; ++i) {
-    auto m = PollFor(*b, 2000 * kMs);
+    auto m = PollFor(*b, kWaitBudgetNs);
     ASSERT_TRUE(m.has_value()) << i;
     EXPECT_EQ(m->bytes, Bytes(std::to_string(i)));
   }
@@ -202,7 +207,7 @@ TEST(TcpControlNetTest, OversizeAnnouncedFrameDropsConnection) {
   // A 4 GiB announcement: must be dropped at once, never allocated.
   WriteAll(fd, {0xff, 0xff, 0xff, 0xff, 1, 2, 'x', 'y'});
   EXPECT_FALSE(PollFor(*b, 200 * kMs).has_value());
-  EXPECT_TRUE(ClosedByServer(fd, 1000));
+  EXPECT_TRUE(ClosedByServer(fd, kWaitBudgetMs));
   auto st = b->stats();
   EXPECT_EQ(st.inbound_dropped_oversize, 1u);
   EXPECT_EQ(st.inbound_open, 0u);
@@ -212,7 +217,7 @@ TEST(TcpControlNetTest, OversizeAnnouncedFrameDropsConnection) {
   const int fd2 = RawConnect(PortOf(b->LocalAddress()));
   WriteAll(fd2, Frame(static_cast<uint32_t>(kTcpMaxFrameBytes + 1), "127.0.0.1:1", "x"));
   EXPECT_FALSE(PollFor(*b, 200 * kMs).has_value());
-  EXPECT_TRUE(ClosedByServer(fd2, 1000));
+  EXPECT_TRUE(ClosedByServer(fd2, kWaitBudgetMs));
   EXPECT_EQ(b->stats().inbound_dropped_oversize, 2u);
   close(fd2);
 }
@@ -233,7 +238,7 @@ TEST(TcpControlNetTest, MalformedFramesDropConnection) {
     const std::vector<uint8_t>& f = bad[i];
     WriteAll(fd, f);
     EXPECT_FALSE(PollFor(*b, 100 * kMs).has_value()) << i;
-    EXPECT_TRUE(ClosedByServer(fd, 1000)) << i;
+    EXPECT_TRUE(ClosedByServer(fd, kWaitBudgetMs)) << i;
     ++expect_dropped;
     EXPECT_EQ(b->stats().inbound_dropped_malformed, expect_dropped) << i;
     close(fd);
@@ -249,13 +254,13 @@ TEST(TcpControlNetTest, RawFrameDeliveredAndWildcardSenderSubstituted) {
   std::vector<uint8_t> second = GoodFrame("0.0.0.0:4001", "two");
   two.insert(two.end(), second.begin(), second.begin() + 5);
   WriteAll(fd, two);
-  auto m1 = PollFor(*b, 1000 * kMs);
+  auto m1 = PollFor(*b, kWaitBudgetNs);
   ASSERT_TRUE(m1.has_value());
   EXPECT_EQ(m1->from, "10.0.0.9:4000");
   EXPECT_EQ(m1->bytes, Bytes("one"));
   EXPECT_FALSE(PollFor(*b, 20 * kMs).has_value());
   WriteAll(fd, std::vector<uint8_t>(second.begin() + 5, second.end()));
-  auto m2 = PollFor(*b, 1000 * kMs);
+  auto m2 = PollFor(*b, kWaitBudgetNs);
   ASSERT_TRUE(m2.has_value());
   EXPECT_EQ(m2->from, "127.0.0.1:4001");  // wildcard host -> source address
   EXPECT_EQ(m2->bytes, Bytes("two"));
@@ -308,8 +313,9 @@ TEST(TcpControlNetTest, ConnectTimeoutWhenListenerNeverAnswers) {
           .count();
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   EXPECT_THAT(s.message(), HasSubstr("timed out"));
+  // A lower bound only: the timeout is honoured; how much later a loaded
+  // machine returns is not this test's business (benchmarks measure time).
   EXPECT_GE(elapsed_ms, 190);
-  EXPECT_LT(elapsed_ms, 2000);
   for (int fd : fillers) close(fd);
   close(lfd);
 }
@@ -330,12 +336,12 @@ TEST(TcpControlNetTest, StalledPartialFrameDroppedAfterReadTimeout) {
           .count();
   EXPECT_GE(elapsed_ms, 150);
   EXPECT_EQ(b->stats().inbound_dropped_stalled, 1u);
-  EXPECT_TRUE(ClosedByServer(fd, 1000));
+  EXPECT_TRUE(ClosedByServer(fd, kWaitBudgetMs));
   // The rest of the frame arriving late is not delivered.
   (void)::send(fd, f.data() + 8, f.size() - 8, MSG_NOSIGNAL);
   // Meanwhile the listener still serves others.
   ASSERT_TRUE(a->Send(b->LocalAddress(), Bytes("alive")).ok());
-  auto m = PollFor(*b, 1000 * kMs);
+  auto m = PollFor(*b, kWaitBudgetNs);
   ASSERT_TRUE(m.has_value());
   EXPECT_EQ(m->bytes, Bytes("alive"));
   EXPECT_EQ(b->stats().messages_received, 1u);
@@ -351,13 +357,14 @@ TEST(TcpControlNetTest, SlowPeerDoesNotBlockListener) {
   std::vector<uint8_t> f = GoodFrame("127.0.0.1:9", "slow");
   WriteAll(fd, std::vector<uint8_t>(f.begin(), f.begin() + 3));
   ASSERT_TRUE(a->Send(b->LocalAddress(), Bytes("fast")).ok());
-  const auto t0 = std::chrono::steady_clock::now();
-  auto m = PollFor(*b, 2000 * kMs);
+  auto m = PollFor(*b, 10'000 * kMs);
   ASSERT_TRUE(m.has_value());
   EXPECT_EQ(m->bytes, Bytes("fast"));
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(1000));
+  // "fast" was delivered while "slow" was still a partial frame, and that
+  // frame was not given up on: the listener never waited on the slow peer.
+  EXPECT_EQ(b->stats().inbound_dropped_stalled, 0u);
   WriteAll(fd, std::vector<uint8_t>(f.begin() + 3, f.end()));
-  auto slow = PollFor(*b, 2000 * kMs);
+  auto slow = PollFor(*b, kWaitBudgetNs);
   ASSERT_TRUE(slow.has_value());
   EXPECT_EQ(slow->bytes, Bytes("slow"));
   close(fd);
@@ -381,7 +388,7 @@ TEST(TcpControlNetTest, PeerClosedThenRestartedOnSamePort) {
   auto b = Make();
   const std::string b_addr = b->LocalAddress();
   ASSERT_TRUE(a->Send(b_addr, Bytes("1")).ok());
-  ASSERT_TRUE(PollFor(*b, 1000 * kMs).has_value());
+  ASSERT_TRUE(PollFor(*b, kWaitBudgetNs).has_value());
   b.reset();  // peer closed: its listener and the accepted connection go away
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   absl::Status s = a->Send(b_addr, Bytes("2"));
@@ -393,7 +400,7 @@ TEST(TcpControlNetTest, PeerClosedThenRestartedOnSamePort) {
   auto b2 = TcpControlNet::Create(b_addr);
   ASSERT_TRUE(b2.ok()) << b2.status();
   ASSERT_TRUE(a->Send(b_addr, Bytes("3")).ok());
-  auto m = PollFor(**b2, 1000 * kMs);
+  auto m = PollFor(**b2, kWaitBudgetNs);
   ASSERT_TRUE(m.has_value());
   EXPECT_EQ(m->bytes, Bytes("3"));
 }
@@ -409,7 +416,7 @@ TEST(TcpControlNetTest, InboundConnectionsAreBounded) {
   }
   std::set<std::string> got;
   for (int i = 0; i < 4; ++i) {
-    auto m = PollFor(*b, 500 * kMs);
+    auto m = PollFor(*b, kWaitBudgetNs);
     ASSERT_TRUE(m.has_value()) << i;
     got.insert(std::string(m->bytes.begin(), m->bytes.end()));
     EXPECT_LE(b->stats().inbound_open, 2u);
@@ -420,7 +427,7 @@ TEST(TcpControlNetTest, InboundConnectionsAreBounded) {
   EXPECT_EQ(b->stats().inbound_evicted_idle, 2u);
   // An evicted sender notices at its next send and reconnects.
   ASSERT_TRUE(senders[0]->Send(b->LocalAddress(), Bytes("again")).ok());
-  auto m = PollFor(*b, 1000 * kMs);
+  auto m = PollFor(*b, kWaitBudgetNs);
   ASSERT_TRUE(m.has_value());
   EXPECT_EQ(m->bytes, Bytes("again"));
   EXPECT_EQ(senders[0]->stats().outbound_reconnects, 1u);
@@ -464,7 +471,7 @@ TEST(TcpControlNetTest, SendAndPollFromDifferentThreads) {
   });
   int got = 0;
   for (int i = 0; i < kCount * 2 && got < kCount; ++i) {
-    auto m = PollFor(*b, 1000 * kMs);
+    auto m = PollFor(*b, kWaitBudgetNs);
     if (m.has_value()) {
       EXPECT_EQ(m->bytes, Bytes(std::to_string(got)));
       ++got;
