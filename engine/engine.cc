@@ -21,7 +21,6 @@
 #include "base/status_macros.h"
 #include "engine/descriptor_wire.h"
 #include "engine/engine_impl.h"
-#include "engine/owner.h"
 #include "engine/request_validation.h"
 #include "engine/runtime_threads.h"
 #include "engine/segment_refetch.h"
@@ -568,10 +567,7 @@ SubmitResult EngineImpl::Submit(BatchId batch, absl::Span<const Request> request
       std::shared_ptr<TaskRoute> route = RouteOf(r, index, now);
       b.tasks.push_back(route);
       out.tasks.push_back(TaskId{batch, index});
-      const uint32_t owner = engine::OwnerForKey(
-          engine::EndpointKey{contexts_[route->context]->device(), route->peer_path},
-          config_.workers);
-      routed.emplace_back(owner, route);
+      routed.emplace_back(OwnerOf(route->context, route->peer_path), route);
     }
   }
   for (auto& [owner, route] : routed) {

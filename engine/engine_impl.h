@@ -38,6 +38,7 @@
 #include "engine/context.h"
 #include "engine/handles.h"
 #include "engine/listener.h"
+#include "engine/owner.h"
 #include "engine/request_validation.h"
 #include "engine/task.h"
 #include "engine/worker.h"
@@ -104,6 +105,12 @@ class EngineImpl {
   engine::AsyncReader& async() { return *async_; }
   std::vector<std::unique_ptr<engine::Context>>& contexts() { return contexts_; }
   const engine::HandleLedger& ledger() const { return ledger_; }
+  // The worker that owns the endpoint of (local context, peer NIC path)
+  // (docs/design.md section 4, "Ownership"): where Submit routes a task.
+  uint32_t OwnerOf(uint32_t context, const std::string& peer_path) const {
+    return engine::OwnerForKey(engine::EndpointKey{contexts_[context]->device(), peer_path},
+                               config_.workers);
+  }
   const EngineConfig& config() const { return config_; }
   const EngineEnv& env() const { return env_; }
   uint64_t incarnation() const { return incarnation_; }

@@ -7,7 +7,6 @@
 
 #include "base/check.h"
 #include "engine/engine_impl.h"
-#include "engine/owner.h"
 
 namespace ferry::engine {
 
@@ -124,8 +123,7 @@ std::vector<std::string> SteppedEngine::PendingReasons(uint32_t w) const {
 }
 uint32_t SteppedEngine::OwnerOf(uint32_t context, std::string_view peer_path) const {
   FERRY_CHECK(context < impl_->contexts().size());
-  return OwnerForKey(EndpointKey{impl_->contexts()[context]->device(), std::string(peer_path)},
-                     worker_count());
+  return impl_->OwnerOf(context, std::string(peer_path));
 }
 const Endpoint* SteppedEngine::FindEndpoint(uint32_t w, uint32_t context,
                                             std::string_view peer_path) const {

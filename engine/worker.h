@@ -262,6 +262,13 @@ class Worker {
   void TrackQps(Endpoint* ep);
   void RetireEvicted(std::unique_ptr<Endpoint> victim, bool was_idle, uint64_t now);
   void Accept(Endpoint* ep, const HandshakeMessage& req, const std::string& from);
+  // The header of an answer to `m` (REP, RTU, STALE, ERROR): our
+  // incarnation and `generation`, m's echoed, from our NIC `local_nic` to
+  // m's source NIC.
+  HandshakeMessage AnswerTo(const HandshakeMessage& m, HandshakeType type, uint64_t generation,
+                            std::string_view local_nic) const;
+  // Our side of a REQ or REP: each QP's number and send PSN, GID, LID, MTU.
+  void AddLocalQps(const Endpoint* ep, HandshakeMessage* m) const;
   void SendReq(Endpoint* ep);
   void SendRep(Endpoint* ep, const HandshakeMessage& req, const std::string& from);
   void SendRtu(Endpoint* ep, const HandshakeMessage& rep, const std::string& from);

@@ -123,65 +123,57 @@ void Worker::Send(const std::string& to, const HandshakeMessage& m, std::vector<
   if (keep != nullptr) *keep = std::move(*bytes);
 }
 
+HandshakeMessage Worker::AnswerTo(const HandshakeMessage& m, HandshakeType type,
+                                  uint64_t generation, std::string_view local_nic) const {
+  HandshakeMessage a;
+  a.type = type;
+  a.incarnation = env_->incarnation;
+  a.generation = generation;
+  a.echo_incarnation = m.incarnation;
+  a.echo_generation = m.generation;
+  a.src_nic_path = env_->net->LocalAddress() + "@" + std::string(local_nic);
+  a.dst_nic = NicOf(m.src_nic_path);
+  return a;
+}
+
+void Worker::AddLocalQps(const Endpoint* ep, HandshakeMessage* m) const {
+  const Context* c = env_->contexts[ep->context()];
+  for (const DataQp& q : ep->qps()) m->qps.push_back(HandshakeQp{q.qpn, q.sq_psn});
+  m->gid = c->gid();
+  m->lid = c->lid();
+  m->mtu = c->active_mtu();
+}
+
 void Worker::SendReq(Endpoint* ep) {
-  Context* c = env_->contexts[ep->context()];
   HandshakeMessage req;
   req.type = HandshakeType::kReq;
   req.incarnation = env_->incarnation;
   req.generation = ep->generation();
-  req.src_nic_path = env_->net->LocalAddress() + "@" + c->device();
+  req.src_nic_path = env_->net->LocalAddress() + "@" + NicName(ep->context());
   req.dst_nic = NicOf(ep->peer_path());
-  for (size_t i = 0; i < ep->qps().size(); ++i)
-    req.qps.push_back(HandshakeQp{ep->qps()[i].qpn, ep->qps()[i].sq_psn});
-  req.gid = c->gid();
-  req.lid = c->lid();
-  req.mtu = c->active_mtu();
+  AddLocalQps(ep, &req);
   ep->active = true;
   Send(AddressOf(ep->peer_path()), req, &ep->req_bytes);
 }
 
 void Worker::SendRep(Endpoint* ep, const HandshakeMessage& req, const std::string& from) {
-  Context* c = env_->contexts[ep->context()];
-  HandshakeMessage rep;
-  rep.type = HandshakeType::kRep;
-  rep.incarnation = env_->incarnation;
-  rep.generation = ep->generation();
-  rep.echo_incarnation = req.incarnation;
-  rep.echo_generation = req.generation;
-  rep.src_nic_path = env_->net->LocalAddress() + "@" + c->device();
-  rep.dst_nic = NicOf(req.src_nic_path);
-  for (size_t i = 0; i < ep->qps().size(); ++i)
-    rep.qps.push_back(HandshakeQp{ep->qps()[i].qpn, ep->qps()[i].sq_psn});
-  rep.gid = c->gid();
-  rep.lid = c->lid();
-  rep.mtu = c->active_mtu();
+  HandshakeMessage rep =
+      AnswerTo(req, HandshakeType::kRep, ep->generation(), NicName(ep->context()));
+  AddLocalQps(ep, &rep);
   Send(from, rep, &ep->rep_bytes);
   NoteEvent("rep_sent", Key{ep->context(), ep->peer_path()}, ep->generation(), req.generation);
 }
 
 void Worker::SendRtu(Endpoint* ep, const HandshakeMessage& rep, const std::string& from) {
-  HandshakeMessage rtu;
-  rtu.type = HandshakeType::kRtu;
-  rtu.incarnation = env_->incarnation;
-  rtu.generation = ep->generation();
-  rtu.echo_incarnation = rep.incarnation;
-  rtu.echo_generation = rep.generation;
-  rtu.src_nic_path = env_->net->LocalAddress() + "@" + NicName(ep->context());
-  rtu.dst_nic = NicOf(rep.src_nic_path);
+  const HandshakeMessage rtu =
+      AnswerTo(rep, HandshakeType::kRtu, ep->generation(), NicName(ep->context()));
   Send(from, rtu, nullptr);
   NoteEvent("rtu_sent", Key{ep->context(), ep->peer_path()}, ep->generation(), rep.generation);
 }
 
 void Worker::SendReply(const std::string& from, const HandshakeMessage& req, HandshakeType type,
                        std::string_view why) {
-  HandshakeMessage r;
-  r.type = type;
-  r.incarnation = env_->incarnation;
-  r.generation = 0;
-  r.echo_incarnation = req.incarnation;
-  r.echo_generation = req.generation;
-  r.src_nic_path = env_->net->LocalAddress() + "@" + req.dst_nic;
-  r.dst_nic = NicOf(req.src_nic_path);
+  HandshakeMessage r = AnswerTo(req, type, 0, req.dst_nic);
   if (type == HandshakeType::kError) {
     r.error_code = absl::StatusCode::kFailedPrecondition;
     r.error_message = std::string(why.substr(0, kErrorMessageBytesMax));
