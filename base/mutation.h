@@ -39,6 +39,9 @@ enum class Mutation : uint32_t {
   kSimDupReadAnyPsn,             // sim: a duplicate READ is re-executed without a matching resource
   kEngineC4EndpointOnErroredCq,  // engine: endpoints are created on a CQ awaiting CQ_ERR recovery
   kEngineC6AcceptOlderGeneration,  // engine: a REQ older than a seen generation is accepted
+  kEngineC2RepostLatched,  // engine: a flushed slice of a timed-out (or canceled) task is reposted
+  kEngineC4ReleaseFailedDestroy,  // engine: a QP's quota is released at a sweep whose destroy
+                                  // failed
   kCount,
 };
 
@@ -108,6 +111,10 @@ inline std::string_view MutationName(Mutation m) {
       return "engine_c4_endpoint_on_errored_cq";
     case Mutation::kEngineC6AcceptOlderGeneration:
       return "engine_c6_accept_older_generation";
+    case Mutation::kEngineC2RepostLatched:
+      return "engine_c2_repost_latched";
+    case Mutation::kEngineC4ReleaseFailedDestroy:
+      return "engine_c4_release_failed_destroy";
     case Mutation::kCount:
       break;
   }

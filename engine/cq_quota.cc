@@ -135,6 +135,13 @@ absl::Status CqQuota::OnDestroyResult(hal::QpHandle qp, bool destroyed) {
   if (destroyed) {
     e.state = QuotaQpState::kDestroyed;
     e.destroy_seq = ++seq_;
+  } else if (mutations_ != nullptr &&
+             mutations_->on(base::Mutation::kEngineC4ReleaseFailedDestroy)) {
+    // The bug C4 forbids: a failed destroy is taken as the end of the QP's
+    // CQEs and its quota returns, though the QP may still produce them.
+    reserved_ -= e.held;
+    zombie_ -= e.held;
+    e.held = 0;
   }
   AfterOp();
   return absl::OkStatus();

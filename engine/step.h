@@ -20,6 +20,8 @@
 
 namespace ferry::engine {
 
+class Task;
+
 // Observer of lifecycle events (tests and the sim trace). Called on the
 // owner thread of the event.
 class LifecycleObserver {
@@ -30,7 +32,12 @@ class LifecycleObserver {
   // "dup_req", "stale_req", "error_req", "rep_dropped", "rep_mismatch"
   // (a: the REP's generation, b: the generation whose REQ we accepted),
   // "rtu_dropped",
-  // "stale_recv", "post", "cqe_error", "timeout", "timeout_retire",
+  // "stale_recv", "post" (a: generation, b: qpn), "cqe_error" (a: the
+  // WcStatus, b: generation), "timeout" (a task's deadline passed, a: its
+  // slices, b: WRs it posted), "timeout_retire" (a: qpn of the WR still on
+  // its FIFO, b: generation), "qp_destroyed" (a: qpn, b: WRs on its FIFO),
+  // "qp_released" (destroyed and polled empty; a: qpn, b: WRs resolved by
+  // that evidence), "destroy_failed" (a: qpn, b: failures so far),
   // "stale_entry", "repost", "retry", "rail_error", "rail_pause",
   // "zombie_escalate", "cq_err", "cq_recreated", "port_err", "port_active",
   // "gid_change", "device_fatal".
@@ -42,6 +49,12 @@ class LifecycleObserver {
   // "refetch_other_incarnation".
   virtual void OnEvent(uint32_t worker, std::string_view kind, std::string_view key, uint64_t a,
                        uint64_t b) = 0;
+  // The timeout sweep reached `task` past its deadline (called right
+  // before the "timeout" event; the sim oracle ties the event to the task).
+  virtual void OnTaskTimeout(uint32_t worker, const Task& task) {
+    (void)worker;
+    (void)task;
+  }
   // A QP was created by `worker` (the sim binds it to the worker's actor).
   virtual void OnQpCreated(uint32_t worker, hal::QpHandle qp) = 0;
   // A CQ was recreated by `worker` after CQ_ERR (the sim binds it too).

@@ -108,7 +108,9 @@ uint32_t Task::WithdrawQueued(std::optional<TaskStatus>* published) {
 }
 
 bool Task::BeginPost(uint32_t i) {
-  if (latched().has_value()) return false;
+  const bool repost_latched =
+      mutations_ != nullptr && mutations_->on(base::Mutation::kEngineC2RepostLatched);
+  if (latched().has_value() && !repost_latched) return false;
   Slice& s = mutable_slice(i);
   const SliceWord w = s.Load();
   if (w.state != SliceState::kQueued) return false;
@@ -139,6 +141,9 @@ Task::Step Task::Resolve(uint32_t i, SliceOutcome outcome) {
 
 Task::Step Task::Requeue(uint32_t i) {
   mutable_slice(i).Requeue();
+  // Test-only: the bug C2 forbids, a latched task's slice goes back to be
+  // posted again (the oracle's posted_after_latch names it).
+  if (mutations_ != nullptr && mutations_->on(base::Mutation::kEngineC2RepostLatched)) return {};
   return WithdrawIfLatched(i);
 }
 

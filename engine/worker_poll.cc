@@ -115,6 +115,12 @@ void Worker::ResolveAttempt(const std::shared_ptr<TaskRoute>& route, uint32_t sl
     task.Resolve(slice, SliceOutcome::kFailed);  // mutation: the timeout spills
     return;
   }
+  // A latched (timed-out or canceled) task's slice is not tried again: it
+  // is withdrawn here, without a retry or repost event (C2).
+  if (task.latched().has_value() && !Mut(base::Mutation::kEngineC2RepostLatched)) {
+    Requeue(route, slice);
+    return;
+  }
   if (sl.reposts_used + 1 >= cfg_.slice_attempts_max) {
     task.Resolve(slice, SliceOutcome::kFailed);
     return;
@@ -164,6 +170,7 @@ void Worker::DetachDestroyed(hal::QpHandle qp) {
   const RetireReason why = ref.ep->retire_reason();
   // The ledger already returned the quota; the WRs resolve on the
   // evidence "destroyed + empty poll" (C1, C4).
+  NoteEvent("qp_released", Key{ref.ep->context(), ref.ep->peer_path()}, q.qpn, q.fifo.size());
   ResolveFifoByEvidence(q, why);
   q.released = true;
 }

@@ -59,6 +59,7 @@ void Worker::PostAll() {
 }
 
 void Worker::DropLatched(std::deque<Pending>& dq) {
+  if (Mut(base::Mutation::kEngineC2RepostLatched)) return;  // the bug: latched slices post
   while (!dq.empty() && dq.front().route->task->latched().has_value()) {
     Pending p = dq.front();
     dq.pop_front();

@@ -39,8 +39,12 @@ void Worker::SweepTimeouts(uint64_t now) {
       continue;
     }
     t->timeout_handled = true;
-    if (!task.TryLatch(TaskStatus::kTimeout) && task.latched() != TaskStatus::kTimeout) continue;
+    // A task canceled before its deadline keeps CANCELED, but its posted
+    // WRs need evidence all the same: without this retire a canceled task
+    // whose WR hangs would stay PENDING for as long as the QP hangs.
+    if (!task.TryLatch(TaskStatus::kTimeout) && !task.latched().has_value()) continue;
     const Key key{t->context, t->peer_path};
+    if (env_->observer != nullptr) env_->observer->OnTaskTimeout(id_, task);
     NoteEvent("timeout", key, task.slice_count(), t->posted.size());
     // C3: for each WR the task posted, retire its endpoint (to obtain
     // evidence) only if that very WR is still on its QP's FIFO.
@@ -57,7 +61,7 @@ void Worker::SweepTimeouts(uint64_t now) {
       if (ep->state() == EndpointState::kRetiring || ep->state() == EndpointState::kDestroyed)
         continue;
       ++stats_.timeout_retires;
-      NoteEvent("timeout_retire", key, ep->generation(), e.qp_uid);
+      NoteEvent("timeout_retire", key, ep->qps()[it->second.index].qpn, ep->generation());
       Retire(ep, RetireReason::kTimeout);
     }
     // C2: only this task's queued slices are withdrawn.

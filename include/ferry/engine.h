@@ -161,8 +161,11 @@ class Engine {
 
   // Latches CANCELED on a non-terminal task (first of CANCELED/TIMEOUT
   // wins): its queued slices are withdrawn, posted ones resolve by evidence,
-  // no slice is posted again (C2). Other tasks are unaffected. OK also when
-  // the task is already terminal (nothing changes). kNotFound: unknown id.
+  // no slice is posted again (C2). A posted WR with no completion by the
+  // task's deadline gets its evidence as for a timeout (its endpoint
+  // retires), and the status stays CANCELED. Other tasks are unaffected. OK
+  // also when the task is already terminal (nothing changes). kNotFound:
+  // unknown id.
   absl::Status Cancel(TaskId task);
   absl::Status CancelBatch(BatchId batch);
 

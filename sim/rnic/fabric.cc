@@ -743,13 +743,15 @@ void Fabric::VerbAckAsyncEvent(uint32_t host, const hal::AsyncEvent& ev) {
 
 // ------------------------------------------------------------------ truth
 
-std::string Fabric::UnconsumedWrOn(const void* addr, uint64_t len) const {
+std::string Fabric::UnconsumedWrOn(const void* addr, uint64_t len, const WrFilter& filter) const {
   const uint64_t lo = reinterpret_cast<uint64_t>(addr), hi = lo + len;
   for (const auto& qp : qps_) {
     const Qp& q = *qp;
     if (!q.alive || q.attr.qp_state == QpState::kReset || q.sq.empty()) continue;
+    if ((filter.host && q.host != *filter.host) || (filter.qpn && q.qpn != *filter.qpn)) continue;
     for (uint64_t seq = q.free_seq; seq < q.post_seq; ++seq) {
       const Wr& w = q.sq[seq % q.sq.size()];
+      if (w.post_index < filter.posted_from) continue;
       for (uint32_t k = 0; k < w.wr.num_sge && k < w.wr.sg_list.size(); ++k) {
         const hal::Sge& g = w.wr.sg_list[k];
         if (g.addr < hi && lo < g.addr + g.length)

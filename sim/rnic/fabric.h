@@ -202,7 +202,18 @@ class Fabric final : public Actor {
   // it cannot (its flush) was not consumed. The oracle asks this when a
   // task publishes: a terminal status with such a WR breaks C1 ("published
   // only with evidence") even when no late packet ever lands.
-  std::string UnconsumedWrOn(const void* addr, uint64_t len) const;
+  // `filter` narrows the search: WRs posted at or after the fabric-wide
+  // post count `posted_from` (stats().wrs_posted when the caller looked),
+  // and on one QP (host, qpn) when `qpn` is set.
+  struct WrFilter {
+    uint64_t posted_from = 0;
+    std::optional<uint32_t> host;
+    std::optional<uint32_t> qpn;
+  };
+  std::string UnconsumedWrOn(const void* addr, uint64_t len, const WrFilter& filter) const;
+  std::string UnconsumedWrOn(const void* addr, uint64_t len) const {
+    return UnconsumedWrOn(addr, len, WrFilter{});
+  }
   uint64_t LiveCount(ObjectKind k) const { return live_[static_cast<size_t>(k)]; }
   uint64_t CreatedCount(ObjectKind k) const { return created_[static_cast<size_t>(k)]; }
   // One line per live object: "qp h0/sim0 qpn=17 state=RTS outstanding=3".
@@ -217,6 +228,10 @@ class Fabric final : public Actor {
   void RestartHost(uint32_t host);
   uint32_t IncarnationOf(uint32_t host) const;
   absl::Status SetLinkUp(uint32_t host, std::string_view device, bool up);
+  // Cancels the scripted faults still armed on one QP (destroy, modify and
+  // post failures, late CQEs, packet drops; a hung QP stays hung): a
+  // scenario ends a fault window it opened with a count it cannot know.
+  absl::Status ClearQpScript(uint32_t host, std::string_view device, uint32_t qpn);
   // Applies a scripted fault now (ParseFaultScript form).
   absl::Status Inject(const ScriptedFault& f);
   // Scripted faults whose target did not exist, and those the RNIC does not
@@ -371,6 +386,7 @@ class Fabric final : public Actor {
   };
   struct Wr {
     uint64_t seq = ~uint64_t{0};
+    uint64_t post_index = 0;  // stats_.wrs_posted before this WR was posted
     hal::SendWr wr;
     uint64_t len = 0;
     uint64_t vpsn_first = 0;

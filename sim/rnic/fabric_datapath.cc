@@ -188,7 +188,7 @@ hal::PostResult Fabric::VerbPostSend(uint32_t host, hal::QpHandle qph,
     q.next_vpsn += w.npkts;
     w.signaled = q.sq_sig_all || (wr.send_flags & hal::kSendSignaled) != 0;
     w.started = false;
-    ++stats_.wrs_posted;
+    w.post_index = stats_.wrs_posted++;
     if (s == QpState::kErr && !q.hung && q.done_seq == w.seq) {
       // Posted in ERR: flushed at once.
       ++q.done_seq;

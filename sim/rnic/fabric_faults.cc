@@ -46,6 +46,17 @@ absl::Status Fabric::SetLinkUp(uint32_t host, std::string_view device, bool up) 
   return absl::OkStatus();
 }
 
+absl::Status Fabric::ClearQpScript(uint32_t host, std::string_view device, uint32_t qpn) {
+  const uint32_t dev = host < hosts_.size() ? FindDevice(host, device) : kNone;
+  if (dev == kNone) return absl::NotFoundError(absl::StrCat("no device h", host, "/", AV(device)));
+  const uint32_t qi = FindQpByNumber(dev, qpn);
+  if (qi == kNone) return absl::NotFoundError(absl::StrCat("no qp ", qpn, " on h", host));
+  Qp& q = *qps_[qi];
+  q.script_destroy_fail = q.script_modify_fail = q.script_post_enomem = 0;
+  q.script_late = q.script_drop = 0;
+  return absl::OkStatus();
+}
+
 absl::Status Fabric::Inject(const ScriptedFault& f) { return ApplyScripted(f); }
 
 // A scripted fault by its target: the control network's kinds are kept for

@@ -25,6 +25,11 @@ void SimObserver::OnEvent(uint32_t worker, std::string_view kind, std::string_vi
   records_.push_back(
       LifecycleRecord{fabric_->NowNs(), worker, std::string(kind), std::string(key), a, b});
   if (trace_ != nullptr) trace_->Event(kind, base::Fnv1a64(key), a, b);
+  if (hook_) hook_(records_.back(), nullptr);
+}
+
+void SimObserver::OnTaskTimeout(uint32_t worker, const engine::Task& task) {
+  if (hook_) hook_(LifecycleRecord{fabric_->NowNs(), worker, "timeout_task", "", 0, 0}, &task);
 }
 
 void SimObserver::OnQpCreated(uint32_t worker, hal::QpHandle qp) {

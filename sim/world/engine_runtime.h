@@ -18,6 +18,7 @@
 #define FERRY_SIM_WORLD_ENGINE_RUNTIME_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -54,6 +55,13 @@ class SimObserver final : public LifecycleObserver {
                uint64_t b) override;
   void OnQpCreated(uint32_t worker, hal::QpHandle qp) override;
   void OnCqCreated(uint32_t worker, hal::CqHandle cq) override;
+  void OnTaskTimeout(uint32_t worker, const engine::Task& task) override;
+  // The oracle's view at the moment of an event, on the engine's own step
+  // (before anything else moves): called with every record as it is made,
+  // and with kind "timeout_task" (not recorded, not traced) and the task
+  // right before its "timeout" event.
+  using Hook = std::function<void(const LifecycleRecord&, const engine::Task*)>;
+  void set_hook(Hook hook) { hook_ = std::move(hook); }
   // An event the oracle saw (kind "publish": key "task <label>", a: the
   // status, b: the label), recorded in order with the engine's events but
   // never traced (the trace hash is the engine's and the RNIC's alone).
@@ -72,6 +80,7 @@ class SimObserver final : public LifecycleObserver {
   uint32_t first_actor_;
   std::string tag_;
   std::vector<LifecycleRecord> records_;
+  Hook hook_;
 };
 
 class SimRuntime {

@@ -193,6 +193,9 @@ absl::Status TwoEngines::Start(uint32_t h) {
     hs.entropy = std::make_unique<sim::SimEntropy>(root_.Fork());
     const uint32_t base = 1 + 100 * h + 1000 * restarts_;
     hs.obs = std::make_unique<SimObserver>(&fabric_, &trace_, base, hs.addr);
+    hs.obs->set_hook([this, h](const LifecycleRecord& r, const engine::Task* task) {
+      OnEngineEvent(h, r, task);
+    });
     EngineEnv env{hs.verbs.get(), hs.net.get(), &clock_, hs.entropy.get()};
     auto e = engine::SteppedEngine::Create(config_, env, &mutations_, hs.obs.get());
     if (!e.ok()) {
@@ -379,11 +382,64 @@ SubmitResult TwoEngines::Submit(uint32_t h, BatchId batch, const std::vector<Req
   return sr;
 }
 
+// Oracle rules judged at the engine's own events, on its step, before
+// any other actor moves (the fabric's state is the state the engine acted
+// on): which task a "timeout" is about, and whether the WR behind each
+// "timeout_retire" still exists (C3).
+void TwoEngines::OnEngineEvent(uint32_t h, const LifecycleRecord& r, const engine::Task* task) {
+  if (r.kind == "timeout_task") {
+    last_timeout_[h] = -1;
+    for (size_t i = 0; i < tracked_.size(); ++i) {
+      Tracked& t = tracked_[i];
+      if (t.host != h || t.dead || t.task.get() != task) continue;
+      last_timeout_[h] = static_cast<int64_t>(i);
+      if (!t.latch_mark) t.latch_mark = fabric_.stats().wrs_posted;
+    }
+    return;
+  }
+  if (r.kind != "timeout_retire" || last_timeout_[h] < 0) return;
+  const Tracked& t = tracked_[static_cast<size_t>(last_timeout_[h])];
+  sim::Fabric::WrFilter on_qp;
+  on_qp.host = h;
+  on_qp.qpn = static_cast<uint32_t>(r.a);
+  if (fabric_.UnconsumedWrOn(t.addr, t.len, on_qp).empty())
+    Fail(absl::StrCat("retire_without_wr: task ", t.label, "'s timeout retired h", h, " ", r.key,
+                      " qpn=", r.a,
+                      ", which holds no WR of the task with an unconsumed "
+                      "completion (a stale sweep entry)"));
+}
+
+absl::Status TwoEngines::Cancel(uint32_t h, TaskId id) {
+  MainScope main(this);
+  for (Tracked& t : tracked_)
+    if (t.host == h && !t.dead && t.id.batch.id == id.batch.id && t.id.index == id.index &&
+        !t.latch_mark && !t.task->latched().has_value())
+      t.latch_mark = fabric_.stats().wrs_posted;
+  absl::Status st = hosts_[h].engine->Cancel(id);
+  if (hosts_[h].obs != nullptr) {
+    const Tracked* t = TrackedOf(h, id);
+    hosts_[h].obs->RecordOracle("cancel", absl::StrCat("task ", t == nullptr ? 0 : t->label),
+                                st.ok() ? 1 : 0, t == nullptr ? 0 : t->label);
+  }
+  return st;
+}
+
 void TwoEngines::OracleStep() {
   if (!oracle_failure_.empty()) return;
   for (Tracked& t : tracked_) {
     if (t.dead || !Alive(t.host)) continue;
     const TaskStatus st = t.task->status();
+    // C2: nothing of a latched task is posted again. A latch the oracle
+    // did not see happen (a shutdown's cancel) is marked when first seen.
+    if (t.published == TaskStatus::kPending && t.task->latched().has_value()) {
+      if (!t.latch_mark) t.latch_mark = fabric_.stats().wrs_posted;
+      sim::Fabric::WrFilter after;
+      after.posted_from = *t.latch_mark;
+      if (std::string who = fabric_.UnconsumedWrOn(t.addr, t.len, after); !who.empty())
+        Fail(absl::StrCat("posted_after_latch: task ", t.label, " latched ",
+                          std::string(TaskStatusName(*t.task->latched())), " and then ", who,
+                          " was posted on its buffer"));
+    }
     for (uint32_t i = 0; i < t.task->slice_count(); ++i) {
       const bool fin = t.task->slice(i).Load().final();
       if (t.slice_final[i] && !fin)

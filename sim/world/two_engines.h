@@ -25,6 +25,13 @@
 // its published status never changes and no slice word leaves a final state
 // (each slice resolves once, each task publishes once); and for every CQ of
 // every live engine, CQEs present + producible <= engine quota <= CQ size.
+// At each publish, every WR on the task's buffer must have its completion
+// consumed or its QP destroyed (published_without_evidence, C1). While a
+// task is latched (TIMEOUT or CANCELED) and unpublished, no WR on its
+// buffer may be posted after the latch (posted_after_latch, C2). At each
+// "timeout_retire" event, judged on the engine's own step, the retired QP
+// must still hold an unconsumed WR of the timed-out task
+// (retire_without_wr, C3).
 // Tasks of a process that restarted died with it: they are marked dead and
 // their buffers released (the RNIC closed that process's contexts, so no DMA
 // may touch them afterwards); the oracle no longer judges them.
@@ -190,10 +197,16 @@ class TwoEngines {
     uint64_t publish_ns = 0;
     bool dead = false;  // its process restarted before it published
     std::vector<bool> slice_final;
+    // Fabric post count when the task latched TIMEOUT or CANCELED: a WR on
+    // its buffer posted at or after it is a repost after the latch.
+    std::optional<uint64_t> latch_mark;
   };
 
   // Submits through host h's engine and tracks each accepted task.
   SubmitResult Submit(uint32_t h, BatchId batch, const std::vector<Request>& reqs);
+  // Cancels through host h's engine and records a "cancel" oracle record
+  // (key "task <label>", a: 1 when accepted) in host h's event order.
+  absl::Status Cancel(uint32_t h, TaskId id);
   void OracleStep();
   void Fail(std::string why);
   const std::string& oracle_failure() const { return oracle_failure_; }
@@ -233,6 +246,7 @@ class TwoEngines {
   class FaultActor;
   class MainScope;
   void ApplyFault(const WorldFault& f);
+  void OnEngineEvent(uint32_t h, const LifecycleRecord& r, const engine::Task* task);
   void StopFaults();
   void Resume(uint32_t h);
   bool Alive(uint32_t h) const {
@@ -263,6 +277,7 @@ class TwoEngines {
   std::string oracle_failure_;
   std::string start_failure_;
   uint64_t max_quota_ = 0;
+  int64_t last_timeout_[kHosts] = {-1, -1};  // tracked_ index of each host's last "timeout" task
   // Runner faults and driver calls by (at_ns, insertion seq).
   struct Pending {
     WorldFault fault;
