@@ -21,6 +21,7 @@
 #include "base/status_macros.h"
 #include "engine/descriptor_wire.h"
 #include "engine/engine_impl.h"
+#include "engine/env_owner.h"
 #include "engine/request_validation.h"
 #include "engine/runtime_threads.h"
 #include "engine/segment_refetch.h"
@@ -463,6 +464,8 @@ absl::StatusOr<SegmentInfo> EngineImpl::GetSegmentInfo(SegmentHandle segment) co
   info.address = ps.descriptor.address;
   info.incarnation = ps.descriptor.incarnation;
   info.version = ps.descriptor.version;
+  for (const BufferDescriptor& b : ps.descriptor.buffers)
+    info.buffers.push_back(BufferRange{b.addr, b.length_bytes});
   info.stale = ps.stale;
   info.refetch_in_flight = ps.refetch_token != 0;
   info.refetches_started = ps.refetches_started;
@@ -761,6 +764,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   engine::StartThreadedRuntime(impl.get());
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
+
+std::string Engine::ControlAddress() const { return impl_->env().control_net->LocalAddress(); }
 
 absl::Status Engine::RegisterMemory(void* addr, size_t len_bytes) {
   return impl_->RegisterMemory(addr, len_bytes);

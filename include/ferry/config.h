@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "ferry/export.h"
 
 namespace ferry {
 
@@ -33,7 +34,7 @@ inline constexpr uint32_t kSlicesPerTaskMax = 1u << 16;
 inline constexpr uint32_t kSliceAttemptsLimit = 1u << 15;
 inline constexpr uint32_t kBatchCapacityMax = 1u << 20;
 
-struct EngineConfig {
+struct FERRY_EXPORT EngineConfig {
   // ------------------------------------------------------------- devices
   // RNIC names to use ("mlx5_0", "rxe0", "sim0"); empty = every device the
   // Verbs port lists.

@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -40,6 +41,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "ferry/config.h"
+#include "ferry/export.h"
 #include "ferry/types.h"
 
 namespace ferry {
@@ -70,10 +72,32 @@ struct SubmitResult {
   std::vector<TaskId> tasks;
 };
 
-class EngineImpl;
+// The production environment Engine::Create(config, RealEnvOptions) builds
+// and owns: libibverbs (the devices of config.devices, or every device
+// when empty), the TCP control network listening on `listen`, the steady
+// clock and OS entropy.
+struct RealEnvOptions {
+  // "host:port" the control listener binds; port 0 picks a free port
+  // (Engine::ControlAddress() tells which).
+  std::string listen = "0.0.0.0:0";
+};
 
-class Engine {
+class EngineImpl;
+struct EngineEnvOwner;
+
+class FERRY_EXPORT Engine {
  public:
+  // Starts an engine on real RDMA devices: no other header than this one is
+  // needed. Errors, each naming what it checked: kUnimplemented (libferry
+  // built without libibverbs), kNotFound ("no RDMA device": the device list
+  // is empty; "device X not found; devices: a, b": a name in
+  // config.devices is not there), kUnavailable ("port 1 of X is DOWN": a
+  // device whose port is not ACTIVE; "listen H:P: ...": the listen address
+  // cannot be bound, e.g. in use), kInvalidArgument (a bad config or
+  // listen address), then whatever Create(config, env) returns.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineConfig& config,
+                                                        const RealEnvOptions& real);
+
   // Validates `config` (EngineConfig::Validate), checks `env` (every port
   // set), brings every device context up (C7: a failure at any stage
   // releases exactly what was created), then starts the listener on
@@ -185,8 +209,15 @@ class Engine {
   // refetched, ...).
   PendingReport Pending() const;
 
+  // The control address peers open segments at ("host:port" as bound, the
+  // port resolved when 0 was asked for). Never fails after Create.
+  std::string ControlAddress() const;
+
  private:
   explicit Engine(std::unique_ptr<EngineImpl> impl);
+  // The environment an engine made by Create(config, RealEnvOptions) owns;
+  // declared before impl_ so it is destroyed after the engine's teardown.
+  std::unique_ptr<EngineEnvOwner> env_owner_;
   std::unique_ptr<EngineImpl> impl_;
 };
 

@@ -16,6 +16,8 @@
 #include <string_view>
 #include <vector>
 
+#include "ferry/export.h"
+
 namespace ferry {
 
 // Status of one task (one request of a batch). PENDING is the only
@@ -40,13 +42,13 @@ enum class TaskStatus : uint8_t {
   kCanceled = 4,
   kInvalid = 5,
 };
-std::string_view TaskStatusName(TaskStatus s);
+FERRY_EXPORT std::string_view TaskStatusName(TaskStatus s);
 constexpr bool IsTerminal(TaskStatus s) { return s != TaskStatus::kPending; }
 
 // One-sided operation of a request: READ pulls remote -> local, WRITE pushes
 // local -> remote.
 enum class OpKind : uint8_t { kRead = 0, kWrite = 1 };
-std::string_view OpKindName(OpKind k);
+FERRY_EXPORT std::string_view OpKindName(OpKind k);
 
 // A peer segment opened with Engine::OpenSegment*. 0 = none.
 struct SegmentHandle {
@@ -126,8 +128,15 @@ struct SegmentDescriptor {
 // refetches started, answers that replaced the descriptor, answers with a
 // same-or-lower version (or from another incarnation of the peer) that
 // changed nothing, and refetches given up after handshake_retries resends.
+// `buffers`: the peer's registered ranges in that version (addresses in
+// the peer's address space: what Request::remote_addr may point into).
+struct BufferRange {
+  uint64_t addr = 0;
+  uint64_t length_bytes = 0;
+};
 struct SegmentInfo {
   std::string address;
+  std::vector<BufferRange> buffers;
   uint64_t incarnation = 0;
   uint64_t version = 0;
   bool stale = false;

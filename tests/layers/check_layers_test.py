@@ -2,7 +2,7 @@
 """tests/layers/check_layers_test.py: proves scripts/check-layers can fail.
 
 Copies the folders it checks into a scratch directory, expects the copy to
-pass, then plants one forbidden #include per rule (L1-L5) in its own fresh
+pass, then plants one forbidden #include per rule (L1-L6) in its own fresh
 copy and expects check-layers to exit 1 naming that file, line and rule.
 
     check_layers_test.py SCRIPT SOURCE_ROOT
@@ -26,6 +26,8 @@ PLANTS = [
     ("sim/net/sim_network.cc", '#include "engine/accept.h"', "L4"),
     ("sim/world/swarm.cc", '#include "engine/worker.h"', "L5"),
     ("sim/world/two_engines.h", '#include "engine/engine_impl.h"', "L5"),
+    ("include/ferry/engine.h", '#include "engine/engine_impl.h"', "L6"),
+    ("include/ferry/testing.h", '#include "sim/rnic/fabric.h"', "L6"),
 ]
 
 

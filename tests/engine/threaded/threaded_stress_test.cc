@@ -30,10 +30,12 @@
 #include "engine/runtime_threads.h"
 #include "gtest/gtest.h"
 #include "sim/prng.h"
-#include "tests/engine/threaded/locked_world.h"
+#include "sim/threaded/locked_world.h"
 
 namespace ferry::engine::testing {
 namespace {
+
+using sim::LockedWorld;
 
 constexpr uint32_t kUserThreads = 4;  // two per engine
 constexpr uint64_t kAreaBytes = 256 * 1024;

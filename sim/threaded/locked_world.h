@@ -1,6 +1,8 @@
-// tests/engine/threaded/locked_world.h: the single-threaded simulated world
+// sim/threaded/locked_world.h: the single-threaded simulated world
 // (sim::Fabric, sim::SimNetwork, sim::VirtualClock) made usable by the
-// production runtime's threads, for the threaded stress test.
+// production runtime's threads: the threaded stress test and
+// ferry::testing::SimCluster (testing/sim_cluster.cc) run Ferry's real
+// threaded runtime on it.
 //
 // Owns: one world mutex and decorators of the four ports that take it
 // around every call (LockedVerbs, LockedControlNet, LockedClock,
@@ -21,8 +23,8 @@
 // never decreases. DMA bytes are copied by the pump with the mutex held;
 // the engine learns of them by a poll under the same mutex, so a task
 // published COMPLETED happens-after its bytes landed (TSan sees the chain).
-#ifndef FERRY_TESTS_ENGINE_THREADED_LOCKED_WORLD_H_
-#define FERRY_TESTS_ENGINE_THREADED_LOCKED_WORLD_H_
+#ifndef FERRY_SIM_THREADED_LOCKED_WORLD_H_
+#define FERRY_SIM_THREADED_LOCKED_WORLD_H_
 
 #include <algorithm>
 #include <atomic>
@@ -46,7 +48,7 @@
 #include "sim/rnic/fabric.h"
 #include "sim/virtual_clock.h"
 
-namespace ferry::engine::testing {
+namespace ferry::sim {
 
 // The world mutex: a std::mutex (pthread), not absl::Mutex, because the
 // system Abseil is not built with ThreadSanitizer, so TSan cannot see
@@ -319,6 +321,6 @@ class LockedWorld {
   std::thread pump_;
 };
 
-}  // namespace ferry::engine::testing
+}  // namespace ferry::sim
 
-#endif  // FERRY_TESTS_ENGINE_THREADED_LOCKED_WORLD_H_
+#endif  // FERRY_SIM_THREADED_LOCKED_WORLD_H_
