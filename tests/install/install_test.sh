@@ -12,7 +12,10 @@
 #      (ferry-testing for the simulated one) and run: the SimCluster test
 #      passes, the variant that ignores FAILED fails with its message, and
 #      the real-verbs example fails cleanly where there is no RDMA device.
-# Prints "install: PASS" when all hold; exits 1 at the first failure.
+# Prints "install: PASS" when all hold; exits 1 at the first failure. With
+# INSTALL_TEST_OUT=DIR the built transfer example and the installed library
+# folder are copied to DIR/transfer and DIR/lib (tests/softroce runs them on
+# rxe).
 set -uo pipefail
 build=$(realpath "$1"); src=$(realpath "$2")
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -83,5 +86,9 @@ if ! ls /sys/class/infiniband/* >/dev/null 2>&1; then
   ./transfer initiator 127.0.0.1:0 127.0.0.1:1 >real.log 2>&1; rc=$?
   cat real.log
   ((rc == 1)) && grep -q 'no RDMA device' real.log || fail "transfer without a device: exit $rc"
+fi
+if [[ -n ${INSTALL_TEST_OUT:-} ]]; then
+  mkdir -p "$INSTALL_TEST_OUT/lib" && cp transfer "$INSTALL_TEST_OUT/" &&
+    cp -a "$root$libdir/." "$INSTALL_TEST_OUT/lib/" || fail "copy to $INSTALL_TEST_OUT"
 fi
 echo "install: PASS"
