@@ -1,0 +1,130 @@
+// tests/lib/sim_cluster_test.cc: ferry::testing::SimCluster as a user links
+// it (libferry-testing + libferry, public headers only): bad options get
+// named errors, traffic under a seeded swarm plan and under faults injected
+// mid-run ends with every task terminal and a clean verdict (no broken
+// verbs rule, no verbs object left), and the verdict reports what is left.
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ferry/engine.h"
+#include "ferry/testing.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+TEST(SimCluster, BadOptionsAreNamed) {
+  ferry::testing::SimClusterOptions o;
+  o.rnic_profile = "cx7";
+  auto c = ferry::testing::SimCluster::Create(o);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("rnic_profile \"cx7\""));
+  o = {};
+  o.hosts = 9;
+  EXPECT_THAT(std::string(ferry::testing::SimCluster::Create(o).status().message()),
+              StartsWith("hosts = 9: must be in [1, 8]"));
+  o = {};
+  o.fault_script = "at 0 link_down dev:h1/sim0\nat 5 no_such_fault dev:h0/sim0";
+  auto bad = ferry::testing::SimCluster::Create(o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("line 2"));
+}
+
+// WRITEs of 64 KiB from every host to the next; returns the overall
+// statuses and whether each COMPLETED one landed.
+struct Outcome {
+  uint32_t completed = 0, other = 0, wrong_bytes = 0;
+};
+Outcome RingOfWrites(ferry::testing::SimCluster& c, std::vector<std::vector<uint8_t>>& bufs,
+                     const std::function<void()>& mid = nullptr) {
+  constexpr uint64_t kBytes = 64 * 1024;
+  const uint32_t n = c.hosts();
+  Outcome out;
+  std::vector<ferry::SegmentHandle> segs(n);
+  for (uint32_t h = 0; h < n; ++h) {
+    auto s = c.engine(h).OpenSegment(c.address((h + 1) % n), 10'000'000'000);
+    EXPECT_TRUE(s.ok()) << s.status();
+    if (!s.ok()) return out;
+    segs[h] = *s;
+  }
+  std::vector<ferry::BatchId> batches(n);
+  for (uint32_t h = 0; h < n; ++h) {
+    for (uint64_t i = 0; i < kBytes; ++i) bufs[h][i] = static_cast<uint8_t>(h * 31 + i);
+    ferry::Request r;
+    r.opcode = ferry::OpKind::kWrite;
+    r.local_addr = reinterpret_cast<uint64_t>(bufs[h].data());
+    r.length_bytes = kBytes;
+    r.segment = segs[h];
+    r.remote_addr = reinterpret_cast<uint64_t>(bufs[(h + 1) % n].data()) + kBytes;
+    batches[h] = *c.engine(h).AllocateBatch(1);
+    EXPECT_TRUE(c.engine(h).Submit(batches[h], {r}).status.ok());
+  }
+  if (mid) mid();
+  for (uint32_t h = 0; h < n; ++h) {
+    auto bs = c.engine(h).WaitBatch(batches[h], 60'000'000'000);
+    EXPECT_TRUE(bs.ok());
+    if (!bs.ok()) continue;
+    if (bs->overall == ferry::TaskStatus::kCompleted) {
+      ++out.completed;
+      const auto& dst = bufs[(h + 1) % n];
+      out.wrong_bytes += std::memcmp(dst.data() + kBytes, bufs[h].data(), kBytes) != 0;
+    } else {
+      ++out.other;
+    }
+  }
+  return out;
+}
+
+TEST(SimCluster, SwarmPlansEndCleanOnBothProfiles) {
+  for (const char* profile : {"mlx5", "rxe"}) {
+    for (uint64_t seed = 1; seed <= 3; ++seed) {
+      ferry::testing::SimClusterOptions o;
+      o.hosts = 3;
+      o.seed = seed;
+      o.rnic_profile = profile;
+      o.swarm_fault_plan = true;
+      o.engine_config.slice_timeout_ns = 500'000'000;
+      auto c = ferry::testing::SimCluster::Create(o);
+      ASSERT_TRUE(c.ok()) << c.status();
+      EXPECT_THAT((*c)->FaultPlanText(), StartsWith("fault plan:"));
+      std::vector<std::vector<uint8_t>> bufs(3, std::vector<uint8_t>(256 * 1024));
+      for (uint32_t h = 0; h < 3; ++h)
+        ASSERT_TRUE((*c)->engine(h).RegisterMemory(bufs[h].data(), bufs[h].size()).ok());
+      const Outcome out = RingOfWrites(**c, bufs);
+      EXPECT_EQ(out.completed + out.other, 3u) << profile << " seed " << seed;
+      EXPECT_EQ(out.wrong_bytes, 0u) << profile << " seed " << seed;
+      EXPECT_EQ((*c)->Finish(2'000'000'000), "") << profile << " seed " << seed;
+    }
+  }
+}
+
+TEST(SimCluster, FaultsInjectedMidRunEndClean) {
+  ferry::testing::SimClusterOptions o;
+  o.engine_config.slice_timeout_ns = 500'000'000;
+  auto c = ferry::testing::SimCluster::Create(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::vector<std::vector<uint8_t>> bufs(2, std::vector<uint8_t>(256 * 1024));
+  for (uint32_t h = 0; h < 2; ++h)
+    ASSERT_TRUE((*c)->engine(h).RegisterMemory(bufs[h].data(), bufs[h].size()).ok());
+  EXPECT_EQ((*c)->InjectFault("bogus dev:h0/sim0").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*c)->InjectFault("port_flap dev:h7/sim0").code(), absl::StatusCode::kNotFound);
+  const Outcome out = RingOfWrites(**c, bufs, [&] {
+    EXPECT_TRUE((*c)->InjectFault("port_flap dev:h0/sim0").ok());
+    EXPECT_TRUE((*c)->InjectFault("cq_overrun cq:h1/sim0/1").ok());
+  });
+  EXPECT_EQ(out.completed + out.other, 2u);
+  EXPECT_EQ(out.wrong_bytes, 0u);
+  EXPECT_GT((*c)->NowNs(), 0u);
+  EXPECT_EQ((*c)->Finish(2'000'000'000), "");
+  EXPECT_EQ((*c)->Finish(1), "Finish: already called");
+}
+
+}  // namespace
