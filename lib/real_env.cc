@@ -27,6 +27,7 @@
 #endif
 
 namespace ferry {
+#ifdef FERRY_HAVE_IBVERBS
 namespace {
 
 struct RealEnvOwner final : EngineEnvOwner {
@@ -84,6 +85,7 @@ absl::Status CheckPortActive(hal::Verbs& verbs, const std::string& name, uint8_t
 }
 
 }  // namespace
+#endif
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config,
                                                        const RealEnvOptions& real) {

@@ -86,7 +86,7 @@ std::optional<std::string> ShadowMemory::Check(const void* addr, size_t len) con
     if (it->second.state == ShadowState::kOwned) continue;
     const ShadowOwner& o = owners_[it->second.owner];
     const uint64_t g = it->first > first ? it->first : first;
-    return absl::StrFormat("DMA touched %s range of task %u (%s) at granule +%u (addr 0x%x)",
+    return absl::StrFormat("DMA touched %s range of task %u (%s) at +%u bytes (addr 0x%x)",
                            it->second.state == ShadowState::kReleased ? "released" : "fenced",
                            o.task_id, o.label, g - first, g * kShadowGranuleBytes);
   }

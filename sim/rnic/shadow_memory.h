@@ -1,15 +1,19 @@
-// sim/rnic/shadow_memory.h: ground truth of who owns which bytes, per 64-byte
-// granule (docs/design.md section 6), checked by the simulated RNIC at every DMA
-// packet event.
+// sim/rnic/shadow_memory.h: ground truth of who owns which bytes, exact to
+// the byte (docs/design.md section 6), checked by the simulated RNIC at every
+// DMA packet event.
 //
 // Thread safety: none (the simulator is single-threaded).
 // What must stay true:
 // - Tracked ranges never overlap: the map holds disjoint granule intervals,
 //   each Owned, Released (its task published: the RNIC must not touch it) or
 //   Fenced (a target fenced it: responder QP destroyed or MR deregistered).
-// - A granule is 64 bytes; claims round outward to granules, so buffers of
-//   different tasks should be 64-byte aligned (a shared granule belongs to the
-//   latest claim).
+// - A granule is one byte: two tasks' buffers that are adjacent at any
+//   address never share a granule. (With 64-byte granules, found by the
+//   engine state-machine property, adjacent unaligned buffers shared their
+//   edge granule, and the first of them to publish released the other's
+//   bytes: its own DMA was then reported as a DMA after publish.) The map
+//   holds one interval per claim, so the cost is the same as with coarse
+//   granules.
 // - Check() is O(log n + overlapping intervals) and free when nothing is
 //   tracked, so the benchmark pays nothing.
 // - Attributable bytes: AttributableByte(task, offset) is a fixed function of
@@ -29,7 +33,7 @@
 
 namespace ferry::sim {
 
-inline constexpr uint64_t kShadowGranuleBytes = 64;
+inline constexpr uint64_t kShadowGranuleBytes = 1;
 
 enum class ShadowState : uint8_t { kOwned, kReleased, kFenced };
 

@@ -22,6 +22,7 @@ constexpr uint64_t kAsyncPeriodNs = 1'000'000;
 
 void SimObserver::OnEvent(uint32_t worker, std::string_view kind, std::string_view key, uint64_t a,
                           uint64_t b) {
+  if (detached_) return;
   records_.push_back(
       LifecycleRecord{fabric_->NowNs(), worker, std::string(kind), std::string(key), a, b});
   if (trace_ != nullptr) trace_->Event(kind, base::Fnv1a64(key), a, b);
@@ -29,10 +30,12 @@ void SimObserver::OnEvent(uint32_t worker, std::string_view kind, std::string_vi
 }
 
 void SimObserver::OnTaskTimeout(uint32_t worker, const engine::Task& task) {
+  if (detached_) return;
   if (hook_) hook_(LifecycleRecord{fabric_->NowNs(), worker, "timeout_task", "", 0, 0}, &task);
 }
 
 void SimObserver::OnQpCreated(uint32_t worker, hal::QpHandle qp) {
+  if (detached_) return;
   FERRY_CHECK(fabric_->BindOwner(qp, WorkerActor(worker)).ok());
 }
 

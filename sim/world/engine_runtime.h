@@ -62,6 +62,12 @@ class SimObserver final : public LifecycleObserver {
   // right before its "timeout" event.
   using Hook = std::function<void(const LifecycleRecord&, const engine::Task*)>;
   void set_hook(Hook hook) { hook_ = std::move(hook); }
+  // The process exited: from now on nothing is recorded, traced or hooked
+  // (its engine's teardown runs against a dead RNIC view).
+  void Detach() {
+    detached_ = true;
+    hook_ = nullptr;
+  }
   // An event the oracle saw (kind "publish": key "task <label>", a: the
   // status, b: the label), recorded in order with the engine's events but
   // never traced (the trace hash is the engine's and the RNIC's alone).
@@ -81,6 +87,7 @@ class SimObserver final : public LifecycleObserver {
   std::string tag_;
   std::vector<LifecycleRecord> records_;
   Hook hook_;
+  bool detached_ = false;
 };
 
 class SimRuntime {

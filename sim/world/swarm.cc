@@ -399,16 +399,14 @@ class Run {
         ++r.probes[rec.kind];
         r.names[base::Fnv1a64(rec.key)] = rec.key;
       }
-    for (const engine::SteppedEngine* e : w.engines())
-      for (uint32_t k = 0; k < e->worker_count(); ++k) {
-        const engine::WorkerStats& s = e->StatsOf(k);
-        r.probes["w.stale_cqes"] += s.stale_cqes;
-        r.probes["w.zombie_escalations"] += s.zombie_escalations;
-        r.probes["w.cq_recreated"] += s.cq_recreated;
-        r.probes["w.evictions"] += s.evictions;
-        r.probes["w.timeout_retires"] += s.timeout_retires;
-        r.probes["w.stale_sweep_entries"] += s.stale_sweep_entries;
-      }
+    for (const engine::WorkerStats& s : w.worker_stats()) {
+      r.probes["w.stale_cqes"] += s.stale_cqes;
+      r.probes["w.zombie_escalations"] += s.zombie_escalations;
+      r.probes["w.cq_recreated"] += s.cq_recreated;
+      r.probes["w.evictions"] += s.evictions;
+      r.probes["w.timeout_retires"] += s.timeout_retires;
+      r.probes["w.stale_sweep_entries"] += s.stale_sweep_entries;
+    }
     r.probes["rnic.retransmits"] += fs.retransmits;
     r.probes["rnic.packets_dropped"] += fs.packets_dropped;
     r.probes["world.start_attempts_failed"] += wc.start_attempts_failed;

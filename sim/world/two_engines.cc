@@ -196,7 +196,8 @@ absl::Status TwoEngines::Start(uint32_t h) {
     hs.obs->set_hook([this, h](const LifecycleRecord& r, const engine::Task* task) {
       OnEngineEvent(h, r, task);
     });
-    EngineEnv env{hs.verbs.get(), hs.net.get(), &clock_, hs.entropy.get()};
+    hs.proc_verbs = std::make_unique<ProcessVerbs>(hs.verbs.get());
+    EngineEnv env{hs.proc_verbs.get(), hs.net.get(), &clock_, hs.entropy.get()};
     auto e = engine::SteppedEngine::Create(config_, env, &mutations_, hs.obs.get());
     if (!e.ok()) {
       hs.obs.reset();
@@ -233,11 +234,20 @@ absl::Status TwoEngines::Restart(uint32_t h) {
   if (hs.rt != nullptr) hs.rt->Kill();
   fabric_.RestartHost(h);
   if (hs.net != nullptr) FERRY_CHECK(net_.Restart(hs.addr).ok());
-  // The dead process's objects are gone with it: nothing may call verbs on
-  // their handles, so the engine object is abandoned, not destroyed.
-  if (hs.rt != nullptr) dead_.push_back(std::move(hs.rt));
-  if (hs.engine != nullptr) dead_engines_.push_back(hs.engine.release());
-  (void)hs.net.release();
+  // The dead process's verbs objects are gone with it: its ProcessVerbs
+  // never reaches the RNIC again, so the engine object is freed here, its
+  // teardown a no-op against the RNIC, and nothing it does on the way is
+  // recorded or traced (the observer is detached first). Its control
+  // endpoint was restarted above, so freeing it unbinds nothing.
+  if (hs.proc_verbs != nullptr) hs.proc_verbs->Kill();
+  if (hs.obs != nullptr) hs.obs->Detach();
+  if (hs.engine != nullptr)
+    for (uint32_t w = 0; w < hs.engine->worker_count(); ++w)
+      dead_stats_.push_back(hs.engine->StatsOf(w));
+  hs.rt.reset();
+  hs.engine.reset();
+  hs.proc_verbs.reset();
+  hs.net.reset();
   if (hs.obs != nullptr) dead_obs_.push_back(std::move(hs.obs));
   hs.registered = false;
   // Its tasks die with it. Its contexts are closed: no DMA may touch their
@@ -591,10 +601,11 @@ std::vector<const SimObserver*> TwoEngines::observers() const {
   return out;
 }
 
-std::vector<engine::SteppedEngine*> TwoEngines::engines() const {
-  std::vector<engine::SteppedEngine*> out(dead_engines_.begin(), dead_engines_.end());
+std::vector<engine::WorkerStats> TwoEngines::worker_stats() const {
+  std::vector<engine::WorkerStats> out = dead_stats_;
   for (const HostState& hs : hosts_)
-    if (hs.engine != nullptr) out.push_back(hs.engine.get());
+    if (hs.engine != nullptr)
+      for (uint32_t w = 0; w < hs.engine->worker_count(); ++w) out.push_back(hs.engine->StatsOf(w));
   return out;
 }
 

@@ -62,6 +62,7 @@
 #include "sim/trace.h"
 #include "sim/virtual_clock.h"
 #include "sim/world/engine_runtime.h"
+#include "sim/world/process_verbs.h"
 
 namespace ferry::simworld {
 
@@ -76,7 +77,8 @@ inline constexpr uint32_t kStartAttemptsMax = 64;
 
 struct HostState {
   std::string addr;
-  std::unique_ptr<hal::Verbs> verbs;
+  std::unique_ptr<hal::Verbs> verbs;         // the host's RNIC (every incarnation)
+  std::unique_ptr<ProcessVerbs> proc_verbs;  // the current process's view of it
   std::unique_ptr<sim::SimControlNet> net;
   std::unique_ptr<sim::SimEntropy> entropy;
   std::unique_ptr<SimObserver> obs;
@@ -231,9 +233,9 @@ class TwoEngines {
   const std::vector<std::string>& actor_names() const { return actor_names_; }
   // Every lifecycle record of every incarnation (dead ones first).
   std::vector<const SimObserver*> observers() const;
-  // Engines of every incarnation, dead ones included (their stats stay
-  // readable; a dead engine is never stepped again).
-  std::vector<engine::SteppedEngine*> engines() const;
+  // Worker counters of every incarnation: the dead ones' as they were when
+  // their process exited, then the live engines'.
+  std::vector<engine::WorkerStats> worker_stats() const;
 
   HostState& host(uint32_t h) { return hosts_[h]; }
   sim::Fabric& fabric() { return fabric_; }
@@ -266,11 +268,10 @@ class TwoEngines {
   std::vector<std::unique_ptr<SlotActor>> slots_;
   std::unique_ptr<FaultActor> fault_actor_;
   std::vector<std::string> actor_names_;
-  std::vector<std::unique_ptr<SimRuntime>> dead_;
   std::vector<std::unique_ptr<SimObserver>> dead_obs_;
-  // Abandoned engines of dead processes: never destroyed (their verbs
-  // handles died with the process), never stepped; read for stats only.
-  std::vector<engine::SteppedEngine*> dead_engines_;
+  // Worker counters of engines whose process exited (the engines are freed
+  // at the exit, their teardown against a dead ProcessVerbs).
+  std::vector<engine::WorkerStats> dead_stats_;
   uint32_t restarts_ = 0;
   sim::RunResult last_run_;
   std::vector<Tracked> tracked_;

@@ -1,0 +1,338 @@
+// tests/property/engine_state_prop_test.cc: a RapidCheck state machine over
+// the public engine API on the simulated RNIC (rc::state; docs/testing.md).
+//
+// Owns: the model (the user's ledger: which tasks were submitted, from which
+// host and buffer slot, which were invalid, canceled, reused, and which host
+// processes restarted) and eight commands over a two-engine world
+// (sim/world/two_engines.h, oracle on at every scheduler step): Submit (a
+// READ or WRITE of 1 byte..64 KiB, some invalid), Advance (virtual time),
+// Inject (a scripted RNIC fault on a live QP or a device), Cancel,
+// ReuseBuffer (poison the local buffer of a terminal task), RestartPeer,
+// Unregister (refused while a task is pending) and FreeBatch (the same).
+// After every command: the oracle and the fabric hold (DMA after publish,
+// evidence at publish, posts after a latch, quota, pairing), a published
+// status never changes, an invalid submit created nothing. At the end a
+// Drain stops the faults and asserts liveness: every task of a live process
+// terminal within bounded virtual time, then a clean shutdown with no leak.
+//
+// Shrinking is stable: the world's root seed is drawn once per case and the
+// world is a deterministic function of it and the commands, so a shrunk
+// command list replays the same run. RC_TAG reports which paths a case
+// exercised (timeouts, partial destroys, reconnects, cancels, restarts).
+// FERRY_MUTATION=<switch> proves the property catches a broken contract
+// (meson tests property_engine_state_mut_*). FERRY_PROP_DUMP=1 prints, for
+// a failing case, every lifecycle record, the tracked tasks and the fabric's
+// violations (with RC_PARAMS="reproduce=..." to replay one case).
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+#include <rapidcheck/state.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/mutation.h"
+#include "engine/endpoint.h"
+#include "sim/world/two_engines.h"
+#include "tests/property/prop_env.h"
+
+namespace ferry::property {
+namespace {
+
+using simworld::TwoEngines;
+
+constexpr uint64_t kSlotBytes = 64 * 1024;
+constexpr uint32_t kSlots = 8;  // per host: local slots at [0, 512 KiB), remote at [512 KiB, 1 MiB)
+constexpr uint64_t kRemoteBase = kSlots * kSlotBytes;
+
+struct ModelTask {
+  uint32_t host = 0;
+  uint32_t incarnation = 0;
+  uint32_t slot = 0;
+};
+struct Model {
+  std::vector<ModelTask> tasks;
+  uint32_t next_slot[2] = {0, 0};
+  uint32_t incarnation[2] = {0, 0};
+  uint32_t restarts = 0;
+};
+
+struct Sut {
+  std::unique_ptr<TwoEngines> w;
+  SegmentHandle seg[2];
+  std::vector<TaskId> ids;       // by model task index
+  std::vector<TaskStatus> seen;  // last status read, by model task index
+  std::vector<bool> reused;      // poisoned after terminal
+  bool timeouts = false, partial_destroy = false, cancels = false, reconnects = false;
+
+  engine::SteppedEngine& E(uint32_t h) { return *w->host(h).engine; }
+  // The oracle's verdict and the statuses' stability, after every command.
+  void Check(const Model& m) {
+    const std::string v = w->OracleAndViolations();
+    RC_ASSERT(v == "");
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (m.tasks[i].incarnation != m.incarnation[m.tasks[i].host]) continue;  // died
+      auto st = E(m.tasks[i].host).GetTaskStatus(ids[i]);
+      RC_ASSERT(st.ok());
+      if (IsTerminal(seen[i])) RC_ASSERT(*st == seen[i]);  // published once, never changes
+      seen[i] = *st;
+      timeouts = timeouts || *st == TaskStatus::kTimeout;
+    }
+  }
+  absl::Status Reopen() {
+    for (uint32_t h = 0; h < 2; ++h) {
+      auto s = w->Open(h, 1 - h);
+      if (!s.ok()) return s.status();
+      seg[h] = *s;
+    }
+    return absl::OkStatus();
+  }
+};
+
+using Cmd = rc::state::Command<Model, Sut>;
+
+struct Submit : Cmd {
+  uint32_t host = *rc::gen::inRange<uint32_t>(0, 2);
+  bool write = *rc::gen::arbitrary<bool>();
+  uint64_t len = *rc::gen::oneOf(rc::gen::inRange<uint64_t>(1, kSlotBytes + 1),
+                                 rc::gen::element<uint64_t>(4096, 16384, 65536));
+  // 0: valid; 1: zero length; 2: past the registered range; 3: unknown segment.
+  uint32_t invalid = *rc::gen::weightedElement<uint32_t>({{12, 0}, {1, 1}, {1, 2}, {1, 3}});
+  void checkPreconditions(const Model& m) const override {
+    RC_PRE(invalid != 0 || m.next_slot[host] < kSlots);
+  }
+  void apply(Model& m) const override {
+    if (invalid != 0) return;
+    m.tasks.push_back(ModelTask{host, m.incarnation[host], m.next_slot[host]});
+    ++m.next_slot[host];
+  }
+  void run(const Model& m, Sut& s) const override {
+    const uint32_t slot = invalid == 0 ? m.next_slot[host] : 0;
+    Request r = simworld::MakeReq(*s.w, host, s.seg[host], write ? OpKind::kWrite : OpKind::kRead,
+                                  slot * kSlotBytes, kRemoteBase + slot * kSlotBytes, len);
+    if (invalid == 1) r.length_bytes = 0;
+    if (invalid == 2) r.local_addr += simworld::kBufBytes;
+    if (invalid == 3) r.segment = SegmentHandle{9999};
+    if (write && invalid == 0)
+      simworld::Fill(*s.w, host, slot * kSlotBytes, len, 1 + m.tasks.size());
+    auto batch = s.E(host).AllocateBatch(1);
+    RC_ASSERT(batch.ok());
+    const size_t tracked = s.w->tracked().size();
+    SubmitResult sr = s.w->Submit(host, *batch, {r});
+    if (invalid != 0) {
+      // C8: a clear error for that request, nothing enqueued, nothing tracked.
+      RC_ASSERT(!sr.status.ok());
+      RC_ASSERT(sr.tasks.empty());
+      RC_ASSERT(sr.per_request.size() == 1u && !sr.per_request[0].ok());
+      RC_ASSERT(s.w->tracked().size() == tracked);
+      RC_ASSERT(s.E(host).FreeBatch(*batch).ok());
+    } else {
+      RC_ASSERT(sr.status.ok());
+      s.ids.push_back(sr.tasks[0]);
+      s.seen.push_back(TaskStatus::kPending);
+      s.reused.push_back(false);
+    }
+    s.Check(nextState(m));
+  }
+  void show(std::ostream& os) const override {
+    os << "Submit(h" << host << (write ? " WRITE " : " READ ") << len << " bytes"
+       << (invalid == 0   ? ""
+           : invalid == 1 ? ", zero length"
+           : invalid == 2 ? ", unregistered"
+                          : ", bad segment")
+       << ")";
+  }
+};
+
+struct Advance : Cmd {
+  uint64_t ns = *rc::gen::oneOf(rc::gen::inRange<uint64_t>(1'000, 200'000),
+                                rc::gen::inRange<uint64_t>(1'000'000, 20'000'000));
+  void run(const Model& m, Sut& s) const override {
+    s.w->RunUntil([] { return false; }, ns);
+    s.Check(nextState(m));
+  }
+  void show(std::ostream& os) const override { os << "Advance(" << ns << " ns)"; }
+};
+
+struct Inject : Cmd {
+  uint32_t host = *rc::gen::inRange<uint32_t>(0, 2);
+  sim::FaultKind kind =
+      *rc::gen::element(sim::FaultKind::kWrFlush, sim::FaultKind::kLateCqe, sim::FaultKind::kHungQp,
+                        sim::FaultKind::kDestroyQpFail, sim::FaultKind::kModifyQpFail,
+                        sim::FaultKind::kPacketLoss, sim::FaultKind::kPortFlap);
+  uint32_t qp_index = *rc::gen::inRange<uint32_t>(0, 2);
+  uint32_t times = *rc::gen::inRange<uint32_t>(1, 6);
+  void run(const Model& m, Sut& s) const override {
+    sim::ScriptedFault f;
+    f.at_ns = s.w->clock().NowNs();
+    f.kind = kind;
+    f.target.host = host;
+    f.target.device = "sim0";
+    if (kind == sim::FaultKind::kPortFlap) {
+      f.target.kind = sim::TargetKind::kDevice;
+    } else {
+      const std::string peer = s.w->host(1 - host).addr + "@sim0";
+      const engine::Endpoint* ep = s.E(host).FindEndpoint(s.E(host).OwnerOf(0, peer), 0, peer);
+      if (ep == nullptr || qp_index >= ep->qpns().size()) return;  // nothing to hit now
+      f.target.kind = sim::TargetKind::kQp;
+      f.target.number = ep->qpns()[qp_index];
+      if (kind == sim::FaultKind::kDestroyQpFail) s.partial_destroy = true;
+    }
+    for (uint32_t i = 0; i < times; ++i) RC_ASSERT(s.w->fabric().Inject(f).ok());
+    s.Check(nextState(m));
+  }
+  void show(std::ostream& os) const override {
+    os << "Inject(" << sim::FaultKindName(kind) << " x" << times << " on h" << host << " qp#"
+       << qp_index << ")";
+  }
+};
+
+struct Cancel : Cmd {
+  uint32_t pick = *rc::gen::arbitrary<uint32_t>();
+  void checkPreconditions(const Model& m) const override { RC_PRE(!m.tasks.empty()); }
+  void run(const Model& m, Sut& s) const override {
+    const size_t i = pick % m.tasks.size();
+    const ModelTask& t = m.tasks[i];
+    if (t.incarnation != m.incarnation[t.host]) return;
+    RC_ASSERT(s.w->Cancel(t.host, s.ids[i]).ok());
+    s.cancels = true;
+    s.Check(nextState(m));
+  }
+  void show(std::ostream& os) const override { os << "Cancel(task #" << pick << ")"; }
+};
+
+struct ReuseBuffer : Cmd {
+  uint32_t pick = *rc::gen::arbitrary<uint32_t>();
+  void checkPreconditions(const Model& m) const override { RC_PRE(!m.tasks.empty()); }
+  void run(const Model& m, Sut& s) const override {
+    const size_t i = pick % m.tasks.size();
+    const ModelTask& t = m.tasks[i];
+    if (t.incarnation != m.incarnation[t.host] || !IsTerminal(s.seen[i]) || s.reused[i]) return;
+    // The caller owns the buffer again: any DMA into it from now on is a
+    // shadow-memory violation naming the task.
+    simworld::Fill(*s.w, t.host, t.slot * kSlotBytes, kSlotBytes, 0xEE);
+    s.reused[i] = true;
+    s.Check(nextState(m));
+  }
+  void show(std::ostream& os) const override { os << "ReuseBuffer(task #" << pick << ")"; }
+};
+
+struct RestartPeer : Cmd {
+  uint32_t host = *rc::gen::inRange<uint32_t>(0, 2);
+  void checkPreconditions(const Model& m) const override { RC_PRE(m.restarts < 2u); }
+  void apply(Model& m) const override {
+    ++m.incarnation[host];
+    ++m.restarts;
+    m.next_slot[host] = kSlots;  // the dead process's buffers are not reused by the model
+  }
+  void run(const Model& m, Sut& s) const override {
+    RC_ASSERT(s.w->Restart(host).ok());
+    RC_ASSERT(s.Reopen().ok());
+    s.reconnects = true;
+    s.Check(nextState(m));
+  }
+  void show(std::ostream& os) const override { os << "RestartPeer(h" << host << ")"; }
+};
+
+// Unregister and FreeBatch are refused while a task touches the memory or
+// the batch (C8): the refusal changes nothing.
+struct RefusedWhilePending : Cmd {
+  uint32_t pick = *rc::gen::arbitrary<uint32_t>();
+  void checkPreconditions(const Model& m) const override { RC_PRE(!m.tasks.empty()); }
+  void run(const Model& m, Sut& s) const override {
+    const size_t i = pick % m.tasks.size();
+    const ModelTask& t = m.tasks[i];
+    if (t.incarnation != m.incarnation[t.host]) return;
+    auto st = s.E(t.host).GetTaskStatus(s.ids[i]);
+    RC_ASSERT(st.ok());
+    if (IsTerminal(*st)) return;
+    RC_ASSERT(s.E(t.host).FreeBatch(s.ids[i].batch).code() ==
+              absl::StatusCode::kFailedPrecondition);
+    RC_ASSERT(s.E(t.host).UnregisterMemory(s.w->host(t.host).buf.data()).code() ==
+              absl::StatusCode::kFailedPrecondition);
+    s.Check(nextState(m));
+  }
+  void show(std::ostream& os) const override {
+    os << "FreeBatchAndUnregister(task #" << pick << ")";
+  }
+};
+
+EngineConfig PropertyConfig() {
+  EngineConfig c = simworld::ScenarioConfig();
+  c.slice_timeout_ns = 20'000'000;
+  c.drain_timeout_ns = 2'000'000;
+  c.qp_timeout_exp = 10;  // ~4 ms ACK timeout: transport errors within a run
+  return c;
+}
+
+void RunStateMachine() {
+  base::Mutations mutations;
+  ApplyEnvMutation(mutations);
+  const uint64_t seed = *rc::gen::inRange<uint64_t>(1, 1'000'000);
+  Sut s;
+  s.w = std::make_unique<TwoEngines>(seed, sim::NetPlan{}, mutations, PropertyConfig());
+  RC_ASSERT(s.w->start_failure() == "");
+  RC_ASSERT(s.Reopen().ok());
+  Model m;
+  const auto commands = *rc::state::gen::commands(
+      m,
+      rc::state::gen::execOneOfWithArgs<Submit, Submit, Advance, Advance, Advance, Inject, Cancel,
+                                        ReuseBuffer, RestartPeer, RefusedWhilePending>());
+  rc::state::runAll(commands, m, s);
+  Model end = m;
+  for (const auto& c : commands) c->apply(end);
+  // Drain: faults stop (the QPs they hit are retired by now or will be:
+  // the timeout path gets evidence for each), every live task terminal.
+  const bool live = s.w->RunUntil(
+      [&] {
+        for (size_t i = 0; i < s.ids.size(); ++i)
+          if (end.tasks[i].incarnation == end.incarnation[end.tasks[i].host] &&
+              !IsTerminal(*s.E(end.tasks[i].host).GetTaskStatus(s.ids[i])))
+            return false;
+        return true;
+      },
+      10'000'000'000);
+  if (std::getenv("FERRY_PROP_DUMP") != nullptr && s.w->OracleAndViolations() != "") {
+    for (const auto* o : s.w->observers())
+      for (const auto& rec : o->records())
+        std::fprintf(stderr, "%s t=%llu w%u %s %s a=%llu b=%llu\n", o->tag().c_str(),
+                     (unsigned long long)rec.time_ns, rec.worker, rec.kind.c_str(), rec.key.c_str(),
+                     (unsigned long long)rec.a, (unsigned long long)rec.b);
+    for (const auto& t : s.w->tracked())
+      std::fprintf(stderr, "task %llu h%u off=%lld len=%llu status=%s\n",
+                   (unsigned long long)t.label, t.host,
+                   (long long)(t.addr - s.w->host(t.host).buf.data()), (unsigned long long)t.len,
+                   std::string(TaskStatusName(t.published)).c_str());
+    for (const auto& v : s.w->fabric().violations())
+      std::fprintf(stderr, "violation t=%llu %s\n", (unsigned long long)v.time_ns,
+                   v.message.c_str());
+  }
+  RC_ASSERT(s.w->OracleAndViolations() == "");
+  RC_ASSERT(live);
+  for (const auto& r : s.w->observers())
+    for (const auto& rec : r->records()) {
+      if (rec.kind == "destroy_failed") s.partial_destroy = true;
+      if (rec.kind == "ep_retire") s.reconnects = true;
+      if (rec.kind == "timeout") s.timeouts = true;
+    }
+  RC_TAG(s.timeouts ? "timeout" : "no timeout");
+  RC_TAG(s.partial_destroy ? "destroy failed" : "no failed destroy");
+  RC_TAG(s.reconnects ? "reconnect" : "no reconnect");
+  RC_TAG(s.cancels ? "cancel" : "no cancel");
+  RC_TAG(end.restarts > 0 ? "restart" : "no restart");
+  const std::string leaks = s.w->ShutdownAndCheckLeaks();
+  RC_ASSERT(leaks == "");
+  RC_ASSERT(s.w->OracleAndViolations() == "");
+}
+
+RC_GTEST_PROP(EngineStateProp, TheEngineKeepsItsContractsUnderRandomUseAndFaults, ()) {
+  RunStateMachine();
+}
+
+}  // namespace
+}  // namespace ferry::property
