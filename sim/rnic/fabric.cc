@@ -827,6 +827,13 @@ absl::StatusOr<hal::QpState> Fabric::TrueStateOf(hal::QpHandle qp) const {
   return qps_[qp.id - 1]->attr.qp_state;
 }
 
+absl::StatusOr<uint32_t> Fabric::UnackedEventsOf(hal::QpHandle qp) const {
+  if (qp.id == 0 || qp.id > qps_.size() || !qps_[qp.id - 1]->alive) {
+    return absl::NotFoundError("UnackedEventsOf: no live QP");
+  }
+  return qps_[qp.id - 1]->events_unacked;
+}
+
 absl::StatusOr<uint64_t> Fabric::OutstandingOf(hal::QpHandle qp) const {
   if (qp.id == 0 || qp.id > qps_.size() || !qps_[qp.id - 1]->alive) {
     return absl::NotFoundError("OutstandingOf: no live QP");

@@ -221,6 +221,9 @@ class Fabric final : public Actor {
   // QP state and outstanding WRs as the RNIC sees them (for tests/oracle).
   absl::StatusOr<hal::QpState> TrueStateOf(hal::QpHandle qp) const;
   absl::StatusOr<uint64_t> OutstandingOf(hal::QpHandle qp) const;  // not yet completed
+  // Async events of the QP gotten and not yet acked (ibv_destroy_qp waits
+  // for these; sim/threaded/locked_world.h models the wait).
+  absl::StatusOr<uint32_t> UnackedEventsOf(hal::QpHandle qp) const;
   absl::StatusOr<uint64_t> RetransmitsOf(hal::QpHandle qp) const;
 
   // ---------------------------------------------------------- world faults

@@ -77,8 +77,8 @@ class ABSL_SCOPED_LOCKABLE WorldLock {
 // hal::Verbs decorator: every call holds the world mutex.
 class LockedVerbs final : public hal::Verbs {
  public:
-  LockedVerbs(WorldMutex* mu, std::unique_ptr<hal::Verbs> inner)
-      : mu_(mu), inner_(std::move(inner)) {}
+  LockedVerbs(WorldMutex* mu, std::unique_ptr<hal::Verbs> inner, sim::Fabric* fabric)
+      : mu_(mu), inner_(std::move(inner)), fabric_(fabric) {}
 
 #define FERRY_LOCKED_(call) \
   WorldLock l(mu_);         \
@@ -143,7 +143,23 @@ class LockedVerbs final : public hal::Verbs {
     FERRY_LOCKED_(ModifyQp(qp, attr, mask));
   }
   absl::StatusOr<hal::QpAttr> QueryQp(hal::QpHandle qp) override { FERRY_LOCKED_(QueryQp(qp)); }
-  absl::Status DestroyQp(hal::QpHandle qp) override { FERRY_LOCKED_(DestroyQp(qp)); }
+  // ibv_destroy_qp waits until every async event of the QP that was gotten
+  // has been acked; with threads, another thread (the async reader) acks it
+  // a moment later. Modelled here: wait (mutex released, bounded to about a
+  // second) while the QP has unacked events, then destroy. The simulated
+  // RNIC itself, single-threaded, reports a destroy with unacked events as
+  // a violation ("would block forever"), which it still does after the wait.
+  absl::Status DestroyQp(hal::QpHandle qp) override {
+    for (uint32_t round = 0; round < kDestroyWaitRounds; ++round) {
+      {
+        WorldLock l(mu_);
+        absl::StatusOr<uint32_t> n = fabric_->UnackedEventsOf(qp);
+        if (!n.ok() || *n == 0) return inner_->DestroyQp(qp);
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    FERRY_LOCKED_(DestroyQp(qp));
+  }
   hal::PostResult PostSend(hal::QpHandle qp, absl::Span<const hal::SendWr> chain) override {
     FERRY_LOCKED_(PostSend(qp, chain));
   }
@@ -160,8 +176,10 @@ class LockedVerbs final : public hal::Verbs {
 #undef FERRY_LOCKED_
 
  private:
+  static constexpr uint32_t kDestroyWaitRounds = 10'000;
   WorldMutex* const mu_;
   const std::unique_ptr<hal::Verbs> inner_;  // used only with *mu_ held
+  sim::Fabric* const fabric_;                // used only with *mu_ held
 };
 
 // hal::ControlNet decorator over a sim::SimControlNet.
@@ -237,7 +255,7 @@ class LockedWorld {
   // Ports for host `h` (valid until the world is destroyed).
   std::unique_ptr<hal::Verbs> NewVerbs(uint32_t h) {
     WorldLock l(&mu_);
-    return std::make_unique<LockedVerbs>(&mu_, fabric_.NewVerbs(h));
+    return std::make_unique<LockedVerbs>(&mu_, fabric_.NewVerbs(h), &fabric_);
   }
   absl::StatusOr<std::unique_ptr<hal::ControlNet>> Bind(std::string_view address) {
     std::unique_ptr<sim::SimControlNet> n;
