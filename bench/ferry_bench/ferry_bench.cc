@@ -75,10 +75,11 @@
 namespace ferry::bench {
 namespace {
 
-constexpr uint64_t kRealTargetBase = 0x600000000000ull;
+// [[maybe_unused]]: the real mode is compiled out with -Dverbs=disabled.
+[[maybe_unused]] constexpr uint64_t kRealTargetBase = 0x600000000000ull;
 constexpr size_t kPointsMax = 4096;
 // Most a real-mode stream thread blocks in one WaitBatch.
-constexpr uint64_t kRealWaitMaxNs = 20'000'000;
+[[maybe_unused]] constexpr uint64_t kRealWaitMaxNs = 20'000'000;
 
 uint64_t WallNs() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -88,7 +89,7 @@ uint64_t WallNs() {
 
 // "rxe0 gid ::ffff:192.0.2.1, ..." for the engine's local devices: shows
 // which GID the engine uses (auto selection included).
-std::string DevicesText(const SegmentDescriptor& d) {
+[[maybe_unused]] std::string DevicesText(const SegmentDescriptor& d) {
   std::vector<std::string> parts;
   for (const DeviceDescriptor& dev : d.devices) {
     char text[INET6_ADDRSTRLEN] = {};
@@ -607,7 +608,7 @@ int RunSim(const Options& o) {
 
 // ------------------------------------------------------------------ real
 std::atomic<bool> g_interrupted{false};  // signal flag (bench binary only)
-void OnSignal(int) { g_interrupted.store(true); }
+[[maybe_unused]] void OnSignal(int) { g_interrupted.store(true); }
 
 int RunReal(const Options& o) {
 #ifndef FERRY_HAVE_IBVERBS
