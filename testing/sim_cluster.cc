@@ -26,6 +26,7 @@
 #include "sim/rnic/fabric.h"
 #include "sim/rnic/fault_plan.h"
 #include "sim/threaded/locked_world.h"
+#include "sim/world/process_verbs.h"
 
 namespace ferry::testing {
 
@@ -34,7 +35,8 @@ inline constexpr uint32_t kSimClusterHostsMax = 8;
 struct SimCluster::State {
   struct Host {
     std::string addr;
-    std::unique_ptr<hal::Verbs> verbs;
+    std::unique_ptr<hal::Verbs> verbs;                   // the host's RNIC
+    std::unique_ptr<simworld::ProcessVerbs> proc_verbs;  // this process's view of it
     std::unique_ptr<hal::ControlNet> net;
     std::unique_ptr<hal::Entropy> entropy;
     std::unique_ptr<Engine> engine;
@@ -42,7 +44,19 @@ struct SimCluster::State {
   std::unique_ptr<sim::LockedWorld> world;
   std::vector<Host> hosts;
   std::string plan_text;
+  EngineConfig config;
   bool finished = false;
+
+  // Binds host h's control endpoint and starts its engine process.
+  absl::Status StartProcess(uint32_t h) {
+    Host& hs = hosts[h];
+    FERRY_ASSIGN_OR_RETURN(hs.net, world->Bind(hs.addr));
+    hs.entropy = world->NewEntropy();
+    hs.proc_verbs = std::make_unique<simworld::ProcessVerbs>(hs.verbs.get());
+    const EngineEnv env{hs.proc_verbs.get(), hs.net.get(), world->clock(), hs.entropy.get()};
+    FERRY_ASSIGN_OR_RETURN(hs.engine, Engine::Create(config, env));
+    return absl::OkStatus();
+  }
 };
 
 namespace {
@@ -85,19 +99,14 @@ absl::StatusOr<std::unique_ptr<SimCluster>> SimCluster::Create(const SimClusterO
   FERRY_ASSIGN_OR_RETURN(sim::FabricConfig fc, FabricFor(options, &state->plan_text));
   state->world =
       std::make_unique<sim::LockedWorld>(options.seed, std::move(fc), sim::LockedWorld::Options{});
+  state->config = options.engine_config;
   state->hosts.resize(options.hosts);
   for (uint32_t h = 0; h < options.hosts; ++h) {
-    State::Host& hs = state->hosts[h];
-    hs.addr = absl::StrCat("h", h, ":7000");
-    hs.verbs = state->world->NewVerbs(h);
-    FERRY_ASSIGN_OR_RETURN(hs.net, state->world->Bind(hs.addr));
-    hs.entropy = state->world->NewEntropy();
+    state->hosts[h].addr = absl::StrCat("h", h, ":7000");
+    state->hosts[h].verbs = state->world->NewVerbs(h);
   }
   state->world->StartPump();
-  for (State::Host& hs : state->hosts) {
-    const EngineEnv env{hs.verbs.get(), hs.net.get(), state->world->clock(), hs.entropy.get()};
-    FERRY_ASSIGN_OR_RETURN(hs.engine, Engine::Create(options.engine_config, env));
-  }
+  for (uint32_t h = 0; h < options.hosts; ++h) FERRY_RETURN_IF_ERROR(state->StartProcess(h));
   return std::unique_ptr<SimCluster>(new SimCluster(std::move(state)));
 }
 
@@ -110,6 +119,21 @@ uint32_t SimCluster::hosts() const { return static_cast<uint32_t>(s_->hosts.size
 Engine& SimCluster::engine(uint32_t h) { return *s_->hosts.at(h).engine; }
 
 std::string SimCluster::address(uint32_t h) const { return s_->hosts.at(h).addr; }
+
+absl::Status SimCluster::RestartHost(uint32_t h) {
+  State::Host& hs = s_->hosts.at(h);
+  if (hs.engine == nullptr) return absl::FailedPreconditionError("Finish() was called");
+  // The process is gone: from now on nothing its threads do reaches the
+  // RNIC; its engine object is freed (its teardown has nothing to wait for
+  // and touches nothing), then a new process starts.
+  hs.proc_verbs->Kill();
+  FERRY_RETURN_IF_ERROR(s_->world->RestartHost(h, hs.addr));
+  (void)hs.engine->Shutdown(0);
+  hs.engine.reset();
+  hs.net.reset();
+  hs.proc_verbs.reset();
+  return s_->StartProcess(h);
+}
 
 absl::Status SimCluster::InjectFault(std::string_view line) {
   const std::string raw(line);

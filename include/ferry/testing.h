@@ -10,8 +10,9 @@
 // lines in ferry-sim's form ("at <ns> <kind> <target>", e.g. "at 0
 // link_down dev:h1/sim0", "at 2000000 cq_overrun cq:h0/sim0/1"), a seeded
 // swarm plan of rates (as ferry-sim draws it), or faults injected while
-// the test runs. Every choice derives from the seed; the threads make a
-// run's interleaving vary, not its fault plan.
+// the test runs, and host process restarts (RestartHost). Every choice
+// derives from the seed; the threads make a run's interleaving vary, not
+// its fault plan.
 //
 // Thread safety: every method may be called from any thread; engine(i)
 // returns an Engine whose own contract is in <ferry/engine.h>.
@@ -64,6 +65,12 @@ class FERRY_EXPORT SimCluster {
   Engine& engine(uint32_t h);
   // Host h's control address, for Engine::OpenSegment.
   std::string address(uint32_t h) const;
+
+  // Host h's process exits (as a crash: the RNIC closes its device
+  // contexts, its control endpoint drops what was queued) and a new one
+  // starts: engine(h) is then a new Engine, with nothing registered; peers
+  // see a new incarnation and open its segment again. Errors: Engine::Create's.
+  absl::Status RestartHost(uint32_t h);
 
   // Applies one fault line now ("at" part optional: "link_down dev:h1/sim0").
   // kInvalidArgument for a malformed line, kNotFound for a missing target.

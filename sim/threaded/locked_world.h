@@ -272,6 +272,14 @@ class LockedWorld {
     return std::make_unique<LockedEntropy>(root_.Fork());
   }
   hal::Clock* clock() { return &locked_clock_; }
+  // Host h's process exits: the RNIC closes its contexts and its control
+  // endpoint loses what was queued (sim::Fabric::RestartHost,
+  // sim::SimNetwork::Restart).
+  absl::Status RestartHost(uint32_t h, std::string_view address) {
+    WorldLock l(&mu_);
+    fabric_.RestartHost(h);
+    return net_.Restart(address);
+  }
 
   void StartPump() {
     stop_.store(false);

@@ -11,12 +11,14 @@
 // call fails kUnavailable. So the dead engine's memory has an owner that
 // frees it and no verbs call reaches the RNIC on the dead handles.
 //
-// Thread safety: none (single-threaded simulation).
-// What must stay true: after Kill() no call reaches `inner`; before it
-// every call reaches it unchanged.
+// Thread safety: the dead flag is atomic, so Kill() may race calls from an
+// engine's threads (SimCluster); forwarding is as thread-safe as `inner`.
+// What must stay true: a call that starts after Kill() returned never
+// reaches `inner`; before it every call reaches it unchanged.
 #ifndef FERRY_SIM_WORLD_PROCESS_VERBS_H_
 #define FERRY_SIM_WORLD_PROCESS_VERBS_H_
 
+#include <atomic>
 #include <string_view>
 #include <vector>
 
@@ -29,8 +31,8 @@ namespace ferry::simworld {
 class ProcessVerbs final : public hal::Verbs {
  public:
   explicit ProcessVerbs(hal::Verbs* inner) : in_(inner) {}
-  void Kill() { dead_ = true; }
-  bool dead() const { return dead_; }
+  void Kill() { dead_.store(true); }
+  bool dead() const { return dead_.load(); }
 
   absl::StatusOr<std::vector<hal::DeviceInfo>> ListDevices() override {
     if (dead_) return Dead();
@@ -143,7 +145,7 @@ class ProcessVerbs final : public hal::Verbs {
  private:
   static absl::Status Dead() { return absl::UnavailableError("the process exited"); }
   hal::Verbs* in_;
-  bool dead_ = false;
+  std::atomic<bool> dead_{false};
 };
 
 }  // namespace ferry::simworld
