@@ -5,7 +5,7 @@
 # ("#N DONE cov: C ft: F corp: ... exec/s: E") and exits non-zero on a
 # crash, a leak or a timeout, printing the input that caused it.
 set -uo pipefail
-target=$1; corpus=$2; secs=${FERRY_FUZZ_SECONDS:-60}
+target=$(realpath -- "$1"); corpus=$(realpath -- "$2"); secs=${FERRY_FUZZ_SECONDS:-60}
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 cp -r "$corpus/." "$work/corpus/" 2>/dev/null || { mkdir -p "$work/corpus"; cp -r "$corpus/." "$work/corpus/"; }
 cd "$work"
