@@ -96,6 +96,14 @@ struct Sut {
 
 using Cmd = rc::state::Command<Model, Sut>;
 
+// The task a command's `pick` names (modulo the tasks so far), or nullptr
+// when its process has restarted since (its tasks died with it).
+const ModelTask* PickLive(const Model& m, uint32_t pick, size_t* index) {
+  *index = pick % m.tasks.size();
+  const ModelTask& t = m.tasks[*index];
+  return t.incarnation == m.incarnation[t.host] ? &t : nullptr;
+}
+
 struct Submit : Cmd {
   uint32_t host = *rc::gen::inRange<uint32_t>(0, 2);
   bool write = *rc::gen::arbitrary<bool>();
@@ -196,10 +204,10 @@ struct Cancel : Cmd {
   uint32_t pick = *rc::gen::arbitrary<uint32_t>();
   void checkPreconditions(const Model& m) const override { RC_PRE(!m.tasks.empty()); }
   void run(const Model& m, Sut& s) const override {
-    const size_t i = pick % m.tasks.size();
-    const ModelTask& t = m.tasks[i];
-    if (t.incarnation != m.incarnation[t.host]) return;
-    RC_ASSERT(s.w->Cancel(t.host, s.ids[i]).ok());
+    size_t i = 0;
+    const ModelTask* t = PickLive(m, pick, &i);
+    if (t == nullptr) return;
+    RC_ASSERT(s.w->Cancel(t->host, s.ids[i]).ok());
     s.cancels = true;
     s.Check(nextState(m));
   }
@@ -210,12 +218,12 @@ struct ReuseBuffer : Cmd {
   uint32_t pick = *rc::gen::arbitrary<uint32_t>();
   void checkPreconditions(const Model& m) const override { RC_PRE(!m.tasks.empty()); }
   void run(const Model& m, Sut& s) const override {
-    const size_t i = pick % m.tasks.size();
-    const ModelTask& t = m.tasks[i];
-    if (t.incarnation != m.incarnation[t.host] || !IsTerminal(s.seen[i]) || s.reused[i]) return;
+    size_t i = 0;
+    const ModelTask* t = PickLive(m, pick, &i);
+    if (t == nullptr || !IsTerminal(s.seen[i]) || s.reused[i]) return;
     // The caller owns the buffer again: any DMA into it from now on is a
     // shadow-memory violation naming the task.
-    simworld::Fill(*s.w, t.host, t.slot * kSlotBytes, kSlotBytes, 0xEE);
+    simworld::Fill(*s.w, t->host, t->slot * kSlotBytes, kSlotBytes, 0xEE);
     s.reused[i] = true;
     s.Check(nextState(m));
   }
@@ -245,15 +253,15 @@ struct RefusedWhilePending : Cmd {
   uint32_t pick = *rc::gen::arbitrary<uint32_t>();
   void checkPreconditions(const Model& m) const override { RC_PRE(!m.tasks.empty()); }
   void run(const Model& m, Sut& s) const override {
-    const size_t i = pick % m.tasks.size();
-    const ModelTask& t = m.tasks[i];
-    if (t.incarnation != m.incarnation[t.host]) return;
-    auto st = s.E(t.host).GetTaskStatus(s.ids[i]);
+    size_t i = 0;
+    const ModelTask* t = PickLive(m, pick, &i);
+    if (t == nullptr) return;
+    auto st = s.E(t->host).GetTaskStatus(s.ids[i]);
     RC_ASSERT(st.ok());
     if (IsTerminal(*st)) return;
-    RC_ASSERT(s.E(t.host).FreeBatch(s.ids[i].batch).code() ==
+    RC_ASSERT(s.E(t->host).FreeBatch(s.ids[i].batch).code() ==
               absl::StatusCode::kFailedPrecondition);
-    RC_ASSERT(s.E(t.host).UnregisterMemory(s.w->host(t.host).buf.data()).code() ==
+    RC_ASSERT(s.E(t->host).UnregisterMemory(s.w->host(t->host).buf.data()).code() ==
               absl::StatusCode::kFailedPrecondition);
     s.Check(nextState(m));
   }
