@@ -11,7 +11,7 @@ cp -r "$corpus/." "$work/corpus/" 2>/dev/null || { mkdir -p "$work/corpus"; cp -
 cd "$work"
 "$target" -max_total_time="$secs" -print_final_stats=1 -artifact_prefix="$work/" corpus >log 2>&1
 rc=$?
-grep -E '^#[0-9]+ +DONE|^stat::' log
+grep -E '^#[0-9]+[[:space:]]+DONE|^stat::' log
 if ((rc != 0)); then
   tail -n 40 log
   for f in "$work"/crash-* "$work"/leak-* "$work"/timeout-*; do
