@@ -23,6 +23,24 @@ std::string_view QpStateName(QpState s) {
   return "?";
 }
 
+std::string_view PortStateName(PortState s) {
+  switch (s) {
+    case PortState::kNop:
+      return "NOP";
+    case PortState::kDown:
+      return "DOWN";
+    case PortState::kInit:
+      return "INIT";
+    case PortState::kArmed:
+      return "ARMED";
+    case PortState::kActive:
+      return "ACTIVE";
+    case PortState::kActiveDefer:
+      return "ACTIVE_DEFER";
+  }
+  return "?";
+}
+
 std::string_view OpcodeName(Opcode op) {
   switch (op) {
     case Opcode::kRdmaWrite:

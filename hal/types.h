@@ -157,6 +157,7 @@ struct DeviceAttr {
 };
 
 enum class PortState : uint8_t { kNop, kDown, kInit, kArmed, kActive, kActiveDefer };
+std::string_view PortStateName(PortState s);  // "DOWN", "ACTIVE", ...
 
 struct PortAttr {
   PortState state = PortState::kDown;

@@ -53,24 +53,6 @@ absl::StatusOr<std::vector<std::string>> ChooseDevices(hal::Verbs& verbs,
   return config.devices;
 }
 
-const char* PortStateText(hal::PortState s) {
-  switch (s) {
-    case hal::PortState::kNop:
-      return "NOP";
-    case hal::PortState::kDown:
-      return "DOWN";
-    case hal::PortState::kInit:
-      return "INIT";
-    case hal::PortState::kArmed:
-      return "ARMED";
-    case hal::PortState::kActive:
-      return "ACTIVE";
-    case hal::PortState::kActiveDefer:
-      return "ACTIVE_DEFER";
-  }
-  return "?";
-}
-
 // kUnavailable unless port `port` of `name` is ACTIVE.
 absl::Status CheckPortActive(hal::Verbs& verbs, const std::string& name, uint8_t port) {
   FERRY_ASSIGN_OR_RETURN(hal::ContextHandle ctx, verbs.OpenDevice(name));
@@ -80,7 +62,8 @@ absl::Status CheckPortActive(hal::Verbs& verbs, const std::string& name, uint8_t
   if (!closed.ok()) return closed;
   if (attr->state != hal::PortState::kActive)
     return absl::UnavailableError(absl::StrCat("port ", port, " of ", name, " is ",
-                                               PortStateText(attr->state), " (not ACTIVE)"));
+                                               std::string(hal::PortStateName(attr->state)),
+                                               " (not ACTIVE)"));
   return absl::OkStatus();
 }
 

@@ -421,16 +421,15 @@ void TwoEngines::OnEngineEvent(uint32_t h, const LifecycleRecord& r, const engin
 
 absl::Status TwoEngines::Cancel(uint32_t h, TaskId id) {
   MainScope main(this);
-  for (Tracked& t : tracked_)
-    if (t.host == h && !t.dead && t.id.batch.id == id.batch.id && t.id.index == id.index &&
-        !t.latch_mark && !t.task->latched().has_value())
-      t.latch_mark = fabric_.stats().wrs_posted;
+  Tracked* t = nullptr;
+  for (Tracked& c : tracked_)
+    if (c.host == h && !c.dead && c.id.batch.id == id.batch.id && c.id.index == id.index) t = &c;
+  if (t != nullptr && !t->latch_mark && !t->task->latched().has_value())
+    t->latch_mark = fabric_.stats().wrs_posted;
   absl::Status st = hosts_[h].engine->Cancel(id);
-  if (hosts_[h].obs != nullptr) {
-    const Tracked* t = TrackedOf(h, id);
-    hosts_[h].obs->RecordOracle("cancel", absl::StrCat("task ", t == nullptr ? 0 : t->label),
-                                st.ok() ? 1 : 0, t == nullptr ? 0 : t->label);
-  }
+  const uint64_t label = t == nullptr ? 0 : t->label;
+  if (hosts_[h].obs != nullptr)
+    hosts_[h].obs->RecordOracle("cancel", absl::StrCat("task ", label), st.ok() ? 1 : 0, label);
   return st;
 }
 

@@ -4,8 +4,6 @@
 // mid-run ends with every task terminal and a clean verdict (no broken
 // verbs rule, no verbs object left), and the verdict reports what is left.
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -74,9 +72,6 @@ Outcome RingOfWrites(ferry::testing::SimCluster& c, std::vector<std::vector<uint
     auto bs = c.engine(h).WaitBatch(batches[h], 60'000'000'000);
     EXPECT_TRUE(bs.ok());
     if (!bs.ok()) continue;
-    if (std::getenv("SIMCLUSTER_DEBUG") != nullptr)
-      std::fprintf(stderr, "h%u -> h%u: %s\n", h, (h + 1) % n,
-                   std::string(ferry::TaskStatusName(bs->overall)).c_str());
     if (bs->overall == ferry::TaskStatus::kCompleted) {
       ++out.completed;
       const auto& dst = bufs[(h + 1) % n];

@@ -216,13 +216,6 @@ class Scenario {
       if (Matches(r[i], ev)) return static_cast<int64_t>(i);
     return -1;
   }
-  int64_t Last(const Ev& ev, size_t before) {
-    const auto& r = records();
-    int64_t last = -1;
-    for (size_t i = mark_; i < r.size() && i < before; ++i)
-      if (Matches(r[i], ev)) last = static_cast<int64_t>(i);
-    return last;
-  }
   int Count(const Ev& ev, size_t from, size_t to) {
     const auto& r = records();
     int n = 0;

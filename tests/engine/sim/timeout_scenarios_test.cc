@@ -883,8 +883,7 @@ std::string S18TimeToTerminal(uint64_t seed, RnicProfile p, Path path, uint64_t*
   if (std::string o = sc.InOrder({{"timeout"}, {evidence}, Scenario::Publish(sc.Label(*id))});
       !o.empty() && path != Path::kGiveUp)
     return PathName(path) + " " + o;
-  if (path == Path::kGiveUp && sc.Last({"ctx_reenabled", std::nullopt}, sc.records().size()) < 0 &&
-      sc.At({"destroy_give_up"}) < 0)
+  if (path == Path::kGiveUp && sc.At({"ctx_reenabled"}) < 0 && sc.At({"destroy_give_up"}) < 0)
     return "give_up: no context reset";
   if (std::string f = sc.NextWriteLands(512 * 1024, 8); !f.empty()) return f;
   return sc.Finish();
