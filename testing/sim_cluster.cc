@@ -27,41 +27,33 @@
 #include "sim/rnic/fault_plan.h"
 #include "sim/threaded/locked_world.h"
 #include "sim/world/process_verbs.h"
+#include "testing/sim_cluster_state.h"
 
 namespace ferry::testing {
 
-inline constexpr uint32_t kSimClusterHostsMax = 8;
-
-struct SimCluster::State {
-  struct Host {
-    std::string addr;
-    std::unique_ptr<hal::Verbs> verbs;                   // the host's RNIC
-    std::unique_ptr<simworld::ProcessVerbs> proc_verbs;  // this process's view of it
-    std::unique_ptr<hal::ControlNet> net;
-    std::unique_ptr<hal::Entropy> entropy;
-    std::unique_ptr<Engine> engine;
-  };
-  std::unique_ptr<sim::LockedWorld> world;
-  std::vector<Host> hosts;
-  std::string plan_text;
-  EngineConfig config;
-  bool finished = false;
-
-  // Binds host h's control endpoint and starts its engine process.
-  absl::Status StartProcess(uint32_t h) {
-    Host& hs = hosts[h];
-    FERRY_ASSIGN_OR_RETURN(hs.net, world->Bind(hs.addr));
-    hs.entropy = world->NewEntropy();
-    hs.proc_verbs = std::make_unique<simworld::ProcessVerbs>(hs.verbs.get());
-    const EngineEnv env{hs.proc_verbs.get(), hs.net.get(), world->clock(), hs.entropy.get()};
-    FERRY_ASSIGN_OR_RETURN(hs.engine, Engine::Create(config, env));
-    return absl::OkStatus();
-  }
-};
+absl::Status SimCluster::State::StartProcess(uint32_t h) {
+  Host& hs = hosts[h];
+  FERRY_ASSIGN_OR_RETURN(hs.net, world->Bind(hs.addr));
+  hs.entropy = world->NewEntropy();
+  auto pv = std::make_shared<simworld::ProcessVerbs>(hs.verbs.get());
+  // Under the world mutex: timers read it (testing/sim_cluster_state.h).
+  world->WithFabric([&](sim::Fabric&) {
+    hs.proc_verbs = pv;
+    return 0;
+  });
+  const EngineEnv env{pv.get(), hs.net.get(), world->clock(), hs.entropy.get()};
+  FERRY_ASSIGN_OR_RETURN(hs.engine, Engine::Create(config, env));
+  return absl::OkStatus();
+}
 
 namespace {
 
-absl::StatusOr<sim::FabricConfig> FabricFor(const SimClusterOptions& o, std::string* plan_text) {
+// The fabric's part of the options (profile, hosts, its scripted faults,
+// the swarm's RNIC rates); the cluster's part (pauses, the control
+// network's faults) goes to `cluster_faults` and `net_plan`.
+absl::StatusOr<sim::FabricConfig> FabricFor(const SimClusterOptions& o, std::string* plan_text,
+                                            std::vector<sim::ScriptedFault>* cluster_faults,
+                                            sim::NetPlan* net_plan) {
   sim::FabricConfig fc;
   if (o.rnic_profile == "mlx5") {
     fc.profile = sim::RnicProfile::kMlx5;
@@ -72,15 +64,20 @@ absl::StatusOr<sim::FabricConfig> FabricFor(const SimClusterOptions& o, std::str
         absl::StrCat("rnic_profile \"", o.rnic_profile, "\": must be \"mlx5\" or \"rxe\""));
   }
   fc.hosts = o.hosts;
-  FERRY_ASSIGN_OR_RETURN(fc.script, sim::ParseFaultScript(o.fault_script));
+  FERRY_ASSIGN_OR_RETURN(std::vector<sim::ScriptedFault> script,
+                         sim::ParseFaultScript(o.fault_script));
+  for (sim::ScriptedFault& f : script)
+    (FabricApplies(f.kind) ? fc.script : *cluster_faults).push_back(f);
   if (o.swarm_fault_plan) {
     // The swarm's draw, from its own fork of the seed (the world's root
     // is forked separately, so the plan does not shift the world's draws).
     sim::Prng plan_prng(o.seed ^ 0x5eedfa017ULL);
     fc.plan = sim::FaultPlan::Draw(plan_prng);
+    *net_plan = SplitSwarmPlan(&fc.plan);
   }
   *plan_text = fc.plan.ToString();
-  for (const sim::ScriptedFault& f : fc.script) absl::StrAppend(plan_text, f.ToString(), "\n");
+  absl::StrAppend(plan_text, net_plan->ToString(), "\n");
+  for (const sim::ScriptedFault& f : script) absl::StrAppend(plan_text, f.ToString(), "\n");
   return fc;
 }
 
@@ -96,15 +93,21 @@ absl::StatusOr<std::unique_ptr<SimCluster>> SimCluster::Create(const SimClusterO
       options.engine_config.devices != std::vector<std::string>{"sim0"})
     return absl::InvalidArgumentError("engine_config.devices: a simulated host has only \"sim0\"");
   auto state = std::make_unique<State>();
-  FERRY_ASSIGN_OR_RETURN(sim::FabricConfig fc, FabricFor(options, &state->plan_text));
-  state->world =
-      std::make_unique<sim::LockedWorld>(options.seed, std::move(fc), sim::LockedWorld::Options{});
+  std::vector<sim::ScriptedFault> cluster_faults;
+  sim::LockedWorld::Options wo;
+  FERRY_ASSIGN_OR_RETURN(sim::FabricConfig fc,
+                         FabricFor(options, &state->plan_text, &cluster_faults, &wo.net_plan));
+  const sim::FaultPlan plan = fc.plan;
+  state->world = std::make_unique<sim::LockedWorld>(options.seed, std::move(fc), wo);
   state->config = options.engine_config;
   state->hosts.resize(options.hosts);
   for (uint32_t h = 0; h < options.hosts; ++h) {
     state->hosts[h].addr = absl::StrCat("h", h, ":7000");
     state->hosts[h].verbs = state->world->NewVerbs(h);
   }
+  for (const sim::ScriptedFault& f : cluster_faults)
+    FERRY_RETURN_IF_ERROR(state->Schedule(f, /*now=*/false));
+  FERRY_RETURN_IF_ERROR(state->ScheduleSwarm(plan, options.seed));
   state->world->StartPump();
   for (uint32_t h = 0; h < options.hosts; ++h) FERRY_RETURN_IF_ERROR(state->StartProcess(h));
   return std::unique_ptr<SimCluster>(new SimCluster(std::move(state)));
@@ -131,7 +134,6 @@ absl::Status SimCluster::RestartHost(uint32_t h) {
   (void)hs.engine->Shutdown(0);
   hs.engine.reset();
   hs.net.reset();
-  hs.proc_verbs.reset();
   return s_->StartProcess(h);
 }
 
@@ -141,6 +143,10 @@ absl::Status SimCluster::InjectFault(std::string_view line) {
   if (!absl::StartsWith(text, "at ")) text = "at 0 " + text;
   FERRY_ASSIGN_OR_RETURN(std::vector<sim::ScriptedFault> faults, sim::ParseFaultScript(text));
   if (faults.size() != 1) return absl::InvalidArgumentError("InjectFault: one fault line");
+  if (s_->finished) return absl::FailedPreconditionError("Finish() was called");
+  if (!FabricApplies(faults[0].kind)) {
+    return s_->Schedule(faults[0], /*now=*/true);
+  }
   return s_->world->WithFabric([&](sim::Fabric& f) {
     sim::ScriptedFault fault = faults[0];
     fault.at_ns = f.NowNs();
@@ -150,11 +156,31 @@ absl::Status SimCluster::InjectFault(std::string_view line) {
 
 std::string SimCluster::FaultPlanText() const { return s_->plan_text; }
 
+std::string SimCluster::FaultCounts() const {
+  std::string out = "rnic faults:";
+  s_->world->WithFabric([&](sim::Fabric& f) {
+    for (size_t k = 0; k < sim::kFaultKinds; ++k) {
+      if (const uint64_t n = f.stats().faults[k]; n != 0)
+        absl::StrAppend(&out, " ", std::string(sim::FaultKindName(static_cast<sim::FaultKind>(k))),
+                        "=", n);
+    }
+    return 0;
+  });
+  absl::StrAppend(&out, "\npauses=", s_->pause_seq.load(), " partitions=", s_->partitions.load(),
+                  "\n");
+  s_->world->WithNet([&](sim::SimNetwork& n) {
+    absl::StrAppend(&out, n.counters().ToString(), "\n");
+    return 0;
+  });
+  return out;
+}
+
 uint64_t SimCluster::NowNs() const { return s_->world->clock()->NowNs(); }
 
 std::string SimCluster::Finish(uint64_t timeout_ns) {
   if (s_->finished) return "Finish: already called";
   s_->finished = true;
+  s_->StopFaults();  // no pause or partition holds a shutdown up
   std::string out;
   for (State::Host& hs : s_->hosts) {
     if (hs.engine == nullptr) continue;

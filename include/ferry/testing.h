@@ -7,12 +7,29 @@
 // ferry::Engine running Ferry's production threaded runtime, exactly the
 // engine a service links. The RNIC follows the verbs rules of the chosen
 // profile (mlx5 or rxe) and injects the faults of the fault plan: scripted
-// lines in ferry-sim's form ("at <ns> <kind> <target>", e.g. "at 0
-// link_down dev:h1/sim0", "at 2000000 cq_overrun cq:h0/sim0/1"), a seeded
+// lines ("at <ns> <kind> <target> [for <ns>]", e.g. "at 0 link_down
+// dev:h1/sim0", "at 2000000 cq_overrun cq:h0/sim0/1", "at 0 wr_flush
+// qp:h0/sim0/*", "at 5000000 paused_peer host:h1 for 2000000"), a seeded
 // swarm plan of rates (as ferry-sim draws it), or faults injected while
 // the test runs, and host process restarts (RestartHost). Every choice
 // derives from the seed; the threads make a run's interleaving vary, not
 // its fault plan.
+//
+// The kinds, by target (docs/using.md has the table):
+//   qp:h<H>/sim0/*     wr_flush, late_cqe, hung_qp, destroy_qp_fail,
+//                      modify_qp_fail, post_send_enomem, packet_loss (every
+//                      live QP of the device; a QP number works too)
+//   cq:h<H>/sim0/<n>   cq_overrun (n-th CQ the engine created, from 1)
+//   dev:h<H>/sim0      link_down, link_up, port_flap, device_fatal,
+//                      gid_change, resource_fail
+//   host:h<H>          resource_fail; paused_peer for <ns> (the process
+//                      makes no verbs call, its endpoint neither delivers
+//                      nor sends; its RNIC still serves peers);
+//                      ctrl_partition for <ns> (cut off every other host's
+//                      endpoint); ctrl_loss, ctrl_dup, ctrl_delay for <ns>
+//                      (the next message from H to each other host)
+// peer_restart is RestartHost(h) (it replaces engine(h)); ctrl_reorder is
+// a swarm rate only.
 //
 // Thread safety: every method may be called from any thread; engine(i)
 // returns an Engine whose own contract is in <ferry/engine.h>.
@@ -40,11 +57,13 @@ struct SimClusterOptions {
   uint32_t hosts = 2;                 // 1..8
   uint64_t seed = 1;                  // the root of every random choice
   std::string rnic_profile = "mlx5";  // "mlx5" or "rxe"
-  // Scripted RNIC faults, one per line (ferry-sim --faults syntax; '#'
-  // comments). Targets: dev:h<H>/sim0, cq:h<H>/sim0/<n>, host:h<H>.
+  // Scripted faults, one per line (the form above; '#' comments).
   std::string fault_script;
-  // Also draw a seeded swarm plan (each RNIC fault kind on or off, with a
-  // rate), as ferry-sim's swarm does.
+  // Also draw a seeded swarm plan (each fault kind on or off, with a rate),
+  // as ferry-sim's swarm does: the RNIC's kinds, the control network's
+  // loss/dup/reorder/delay as its rates, and every 1 ms each host paused
+  // (100 us-2 ms) and cut off (100 us-5 ms) at the paused_peer and
+  // ctrl_partition rates. peer_restart is off (RestartHost).
   bool swarm_fault_plan = false;
   // The config of every host's engine; devices must be empty or {"sim0"}.
   EngineConfig engine_config;
@@ -77,6 +96,12 @@ class FERRY_EXPORT SimCluster {
   absl::Status InjectFault(std::string_view line);
   // The fault plan in force, one line per kind and per scripted fault.
   std::string FaultPlanText() const;
+  // What was injected so far, three lines: the RNIC's faults by kind
+  // ("rnic faults: wr_flush=2 late_cqe=1", kinds with none left out), the
+  // cluster's ("pauses=1 partitions=0"), the control network's counters
+  // ("net counters: sent=.. scripted=.. drop_loss=.."). So a test can
+  // check that its fault fired.
+  std::string FaultCounts() const;
   // Virtual time of the simulated world, in ns.
   uint64_t NowNs() const;
 

@@ -94,6 +94,16 @@ absl::Status Fabric::ApplyScripted(const ScriptedFault& f) {
     }
     return absl::NotFoundError(absl::StrCat("no cq ", t.ToString()));
   }
+  if (t.number == kEveryQp) {  // in QP-index order (deterministic)
+    uint32_t applied = 0;
+    for (uint32_t qi = 0; qi < qps_.size(); ++qi) {
+      if (!qps_[qi]->alive || qps_[qi]->dev != dev) continue;
+      FERRY_RETURN_IF_ERROR(ApplyQpFault(f, qi));
+      ++applied;
+    }
+    if (applied == 0) return absl::NotFoundError(absl::StrCat("no live qp on ", t.ToString()));
+    return absl::OkStatus();
+  }
   const uint32_t qi = FindQpByNumber(dev, t.number);
   if (qi == kNone) return absl::NotFoundError(absl::StrCat("no qp ", t.ToString()));
   return ApplyQpFault(f, qi);

@@ -94,6 +94,7 @@ std::string FaultPlan::ToString() const {
 std::string FaultTarget::ToString() const {
   switch (kind) {
     case TargetKind::kQp:
+      if (number == kEveryQp) return absl::StrFormat("qp:h%u/%s/*", host, device);
       return absl::StrFormat("qp:h%u/%s/%u", host, device, number);
     case TargetKind::kCq:
       return absl::StrFormat("cq:h%u/%s/%u", host, device, number);
@@ -106,7 +107,15 @@ std::string FaultTarget::ToString() const {
 }
 
 std::string ScriptedFault::ToString() const {
-  return absl::StrCat("at ", at_ns, " ", AV(FaultKindName(kind)), " ", target.ToString());
+  std::string out =
+      absl::StrCat("at ", at_ns, " ", AV(FaultKindName(kind)), " ", target.ToString());
+  if (FaultTakesDuration(kind)) absl::StrAppend(&out, " for ", duration_ns);
+  return out;
+}
+
+bool FaultTakesDuration(FaultKind k) {
+  return k == FaultKind::kPausedPeer || k == FaultKind::kCtrlPartition ||
+         k == FaultKind::kCtrlDelay;
 }
 
 namespace {
@@ -137,7 +146,9 @@ absl::StatusOr<FaultTarget> ParseTarget(absl::string_view text) {
       return absl::InvalidArgumentError(absl::StrCat("target '", text, "': empty device"));
     t.device = std::string(parts[1]);
   }
-  if (want == 3 && !absl::SimpleAtoi(parts[2], &t.number)) {
+  if (want == 3 && t.kind == TargetKind::kQp && parts[2] == "*") {
+    t.number = kEveryQp;
+  } else if (want == 3 && (!absl::SimpleAtoi(parts[2], &t.number) || t.number == kEveryQp)) {
     return absl::InvalidArgumentError(absl::StrCat("target '", text, "': bad number"));
   }
   return t;
@@ -159,7 +170,8 @@ absl::StatusOr<std::vector<ScriptedFault>> ParseFaultScript(std::string_view tex
     auto error = [&](absl::string_view why) {
       return absl::InvalidArgumentError(absl::StrCat("fault script line ", line_no, ": ", why));
     };
-    if (words.size() != 4 || words[0] != "at") return error("expected 'at <ns> <kind> <target>'");
+    if ((words.size() != 4 && words.size() != 6) || words[0] != "at")
+      return error("expected 'at <ns> <kind> <target> [for <ns>]'");
     ScriptedFault f;
     if (!absl::SimpleAtoi(words[1], &f.at_ns)) return error("bad time");
     auto kind = ParseFaultKind(std::string_view(words[2].data(), words[2].size()));
@@ -168,6 +180,12 @@ absl::StatusOr<std::vector<ScriptedFault>> ParseFaultScript(std::string_view tex
     auto target = ParseTarget(words[3]);
     if (!target.ok()) return error(target.status().message());
     f.target = *std::move(target);
+    if (words.size() == 6 && (words[4] != "for" || !absl::SimpleAtoi(words[5], &f.duration_ns)))
+      return error("expected 'for <ns>' after the target");
+    if (FaultTakesDuration(f.kind) && (words.size() != 6 || f.duration_ns == 0))
+      return error(absl::StrCat(words[2], " needs 'for <ns>' (ns > 0)"));
+    if (!FaultTakesDuration(f.kind) && words.size() == 6)
+      return error(absl::StrCat(words[2], " takes no 'for <ns>'"));
     out.push_back(std::move(f));
   }
   std::stable_sort(out.begin(), out.end(), [](const ScriptedFault& a, const ScriptedFault& b) {

@@ -76,11 +76,16 @@ struct FaultPlan {
 // What a scripted fault acts on.
 enum class TargetKind : uint8_t { kQp, kCq, kDevice, kHost };
 
+// A kQp target's number meaning "every live QP of the device" (written
+// `*`): for a user of the simulated world (ferry::testing::SimCluster), who
+// cannot know the QP numbers its engine chose.
+inline constexpr uint32_t kEveryQp = UINT32_MAX;
+
 struct FaultTarget {
   TargetKind kind = TargetKind::kDevice;
   uint32_t host = 0;
   std::string device;   // e.g. "sim0" (empty for kHost)
-  uint32_t number = 0;  // QP number, or 1-based CQ ordinal on the device
+  uint32_t number = 0;  // QP number (or kEveryQp), or 1-based CQ ordinal on the device
   std::string ToString() const;
 };
 
@@ -88,12 +93,20 @@ struct ScriptedFault {
   uint64_t at_ns = 0;
   FaultKind kind = FaultKind::kWrFlush;
   FaultTarget target;
+  // How long a paused_peer or ctrl_partition lasts, or a ctrl_delay's delay
+  // ("for <ns>"); 0 (no "for") for every other kind.
+  uint64_t duration_ns = 0;
   std::string ToString() const;  // the line ParseFaultScript reads back
 };
 
-// Parses lines "at <ns> <kind> <target>"; '#' starts a comment; blank lines
-// are skipped. Targets: qp:h<H>/<dev>/<qpn>, cq:h<H>/<dev>/<n>, dev:h<H>/<dev>,
-// host:h<H>. The result is sorted by time (stable).
+// Whether a kind takes (and needs) "for <ns>".
+bool FaultTakesDuration(FaultKind k);
+
+// Parses lines "at <ns> <kind> <target> [for <ns>]"; '#' starts a comment;
+// blank lines are skipped. Targets: qp:h<H>/<dev>/<qpn> (qpn `*`: every
+// live QP of the device), cq:h<H>/<dev>/<n>, dev:h<H>/<dev>, host:h<H>.
+// "for <ns>" is required by, and only allowed on, the kinds
+// FaultTakesDuration names. The result is sorted by time (stable).
 absl::StatusOr<std::vector<ScriptedFault>> ParseFaultScript(std::string_view text);
 
 }  // namespace ferry::sim

@@ -6,8 +6,9 @@
 //
 // Owns: one world mutex and decorators of the four ports that take it
 // around every call (LockedVerbs, LockedControlNet, LockedClock,
-// LockedEntropy), and a pump thread (WorldPump) that steps the fabric and
-// the control network under the same mutex.
+// LockedEntropy), a pump thread that steps the fabric and the control
+// network under the same mutex, and world timers (At: pauses, partitions,
+// scripted network faults of SimCluster) the pump runs under it too.
 //
 // Thread safety: every decorator method and the pump may run on any thread
 // at any time; the world is only ever touched with the world mutex held, so
@@ -30,6 +31,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -39,6 +42,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "hal/clock.h"
 #include "hal/control_net.h"
 #include "hal/entropy.h"
@@ -241,13 +245,29 @@ class LockedWorld {
     uint64_t idle_tick_ns = 10'000;      // virtual time per idle pump round
     uint64_t idle_sleep_ns = 50'000;     // real time slept per idle round
     uint32_t events_per_round_max = 64;  // bounded work per lock hold
+    sim::NetPlan net_plan;               // the control network's rates
   };
+
+  // A world timer: runs in the pump, with the world mutex held, once the
+  // virtual clock reached its time. It may act on ctx.fabric and ctx.net
+  // and schedule further timers with ctx.At; it must not call the Locked*
+  // ports (the mutex is held).
+  struct TimerCtx;
+  using TimerFn = std::function<void(TimerCtx&)>;
+  struct TimerCtx {
+    sim::Fabric& fabric;
+    sim::SimNetwork& net;
+    uint64_t now_ns;
+    std::vector<std::pair<uint64_t, TimerFn>> spawned;
+    void At(uint64_t at_ns, TimerFn fn) { spawned.emplace_back(at_ns, std::move(fn)); }
+  };
+  static constexpr size_t kTimersMax = 4096;
 
   LockedWorld(uint64_t seed, sim::FabricConfig fabric_config, Options options)
       : options_(options),
         root_(seed),
         fabric_(std::move(fabric_config), root_.Fork(), &clock_),
-        net_(root_.Fork(), &clock_, nullptr, sim::NetPlan{}),
+        net_(root_.Fork(), &clock_, nullptr, options.net_plan),
         locked_clock_(&mu_, &clock_) {}
 
   ~LockedWorld() { StopPump(); }
@@ -292,6 +312,40 @@ class LockedWorld {
   }
   uint64_t pump_rounds() const { return rounds_.load(); }
 
+  // Runs `fn` at virtual time at_ns (now, if that has passed). Timers do
+  // not move the clock: one comes due when events or idle ticks reach its
+  // time (so a pause of N ns lasts N ns of the world's own progress).
+  // kResourceExhausted beyond kTimersMax pending.
+  absl::Status At(uint64_t at_ns, TimerFn fn) {
+    WorldLock l(&mu_);
+    if (timers_.size() >= kTimersMax)
+      return absl::ResourceExhaustedError("LockedWorld::At: kTimersMax timers pending");
+    timers_.emplace(at_ns, std::move(fn));
+    return absl::OkStatus();
+  }
+
+  // Runs `fn` now, on the caller's thread, with the world mutex held (what
+  // it schedules joins the timers). So a fault a test injects is in force
+  // when the call returns.
+  void RunNow(const TimerFn& fn) {
+    WorldLock l(&mu_);
+    TimerCtx ctx{fabric_, net_, clock_.NowNs(), {}};
+    fn(ctx);
+    QueueSpawned(ctx);
+  }
+
+  uint64_t timers_dropped() {
+    WorldLock l(&mu_);
+    return timers_dropped_;
+  }
+
+  // Runs `fn(network)` with the world mutex held.
+  template <typename Fn>
+  auto WithNet(Fn fn) {
+    WorldLock l(&mu_);
+    return fn(net_);
+  }
+
   // Runs `fn(fabric)` with the world mutex held (leak checks, stats).
   template <typename Fn>
   auto WithFabric(Fn fn) {
@@ -305,6 +359,7 @@ class LockedWorld {
   // idle) tick. Returns true when the world was idle.
   bool Round() {
     WorldLock l(&mu_);
+    RunDueTimers();
     for (uint32_t i = 0; i < options_.events_per_round_max; ++i) {
       const uint64_t now = clock_.NowNs();
       std::optional<uint64_t> next;
@@ -328,6 +383,28 @@ class LockedWorld {
     return false;
   }
 
+  // Every timer due now, in (time, insertion) order; what they schedule
+  // runs no earlier than the next round (bounded work per round). Beyond
+  // kTimersMax pending, a spawned timer is dropped and counted.
+  void RunDueTimers() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    TimerCtx ctx{fabric_, net_, clock_.NowNs(), {}};
+    while (!timers_.empty() && timers_.begin()->first <= ctx.now_ns) {
+      TimerFn fn = std::move(timers_.begin()->second);
+      timers_.erase(timers_.begin());
+      fn(ctx);
+    }
+    QueueSpawned(ctx);
+  }
+  void QueueSpawned(TimerCtx& ctx) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (auto& [at, fn] : ctx.spawned) {
+      if (timers_.size() >= kTimersMax) {
+        ++timers_dropped_;
+        continue;
+      }
+      timers_.emplace(std::max(at, ctx.now_ns + 1), std::move(fn));
+    }
+  }
+
   void PumpLoop() {
     while (!stop_.load()) {
       rounds_.fetch_add(1, std::memory_order_relaxed);
@@ -341,6 +418,8 @@ class LockedWorld {
   sim::Prng root_ ABSL_GUARDED_BY(mu_);
   sim::Fabric fabric_ ABSL_GUARDED_BY(mu_);
   sim::SimNetwork net_ ABSL_GUARDED_BY(mu_);
+  std::multimap<uint64_t, TimerFn> timers_ ABSL_GUARDED_BY(mu_);  // by time, then insertion
+  uint64_t timers_dropped_ ABSL_GUARDED_BY(mu_) = 0;
   LockedClock locked_clock_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> rounds_{0};

@@ -7,7 +7,9 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ferry/engine.h"
@@ -95,6 +97,8 @@ TEST(SimCluster, SwarmPlansEndCleanOnBothProfiles) {
       auto c = ferry::testing::SimCluster::Create(o);
       ASSERT_TRUE(c.ok()) << c.status();
       EXPECT_THAT((*c)->FaultPlanText(), StartsWith("fault plan:"));
+      EXPECT_THAT((*c)->FaultPlanText(), HasSubstr("  peer_restart off\n"));
+      EXPECT_THAT((*c)->FaultPlanText(), HasSubstr("net plan: "));
       std::vector<std::vector<uint8_t>> bufs(3, std::vector<uint8_t>(256 * 1024));
       for (uint32_t h = 0; h < 3; ++h)
         ASSERT_TRUE((*c)->engine(h).RegisterMemory(bufs[h].data(), bufs[h].size()).ok());
@@ -125,6 +129,145 @@ TEST(SimCluster, FaultsInjectedMidRunEndClean) {
   EXPECT_GT((*c)->NowNs(), 0u);
   EXPECT_EQ((*c)->Finish(2'000'000'000), "");
   EXPECT_EQ((*c)->Finish(1), "Finish: already called");
+}
+
+// Two hosts with 256 KiB registered on each, and WRITEs between them over
+// segments opened once (OpenSegment always asks the peer).
+struct TwoHosts {
+  std::unique_ptr<ferry::testing::SimCluster> c;
+  std::vector<std::vector<uint8_t>> bufs;
+  std::optional<ferry::SegmentHandle> seg[2];
+
+  explicit TwoHosts(const char* profile, const std::string& script = "",
+                    uint64_t handshake_timeout_ns = 1'000'000'000) {
+    ferry::testing::SimClusterOptions o;
+    o.rnic_profile = profile;
+    o.fault_script = script;
+    o.engine_config.slice_timeout_ns = 5'000'000'000;
+    o.engine_config.handshake_timeout_ns = handshake_timeout_ns;
+    o.engine_config.handshake_retries = 50;
+    auto made = ferry::testing::SimCluster::Create(o);
+    EXPECT_TRUE(made.ok()) << made.status();
+    if (!made.ok()) return;
+    c = *std::move(made);
+    bufs.assign(2, std::vector<uint8_t>(256 * 1024));
+    for (uint32_t h = 0; h < 2; ++h)
+      EXPECT_TRUE(c->engine(h).RegisterMemory(bufs[h].data(), bufs[h].size()).ok());
+  }
+
+  // One WRITE of 64 KiB from `from` to the other host; its overall status
+  // (kCompleted only when the bytes landed).
+  ferry::TaskStatus Write(uint32_t from, uint8_t salt) {
+    constexpr uint64_t kBytes = 64 * 1024;
+    const uint32_t to = 1 - from;
+    if (!seg[from].has_value()) {
+      auto s = c->engine(from).OpenSegment(c->address(to), 10'000'000'000);
+      if (!s.ok()) return ferry::TaskStatus::kFailed;
+      seg[from] = *s;
+    }
+    for (uint64_t i = 0; i < kBytes; ++i) bufs[from][i] = static_cast<uint8_t>(salt + i);
+    ferry::Request r;
+    r.opcode = ferry::OpKind::kWrite;
+    r.local_addr = reinterpret_cast<uint64_t>(bufs[from].data());
+    r.length_bytes = kBytes;
+    r.segment = *seg[from];
+    r.remote_addr = reinterpret_cast<uint64_t>(bufs[to].data()) + 2 * kBytes;
+    const ferry::BatchId b = *c->engine(from).AllocateBatch(1);
+    if (!c->engine(from).Submit(b, {r}).status.ok()) return ferry::TaskStatus::kFailed;
+    auto bs = c->engine(from).WaitBatch(b, 60'000'000'000);
+    if (!bs.ok()) return ferry::TaskStatus::kFailed;
+    if (bs->overall == ferry::TaskStatus::kCompleted &&
+        std::memcmp(bufs[to].data() + 2 * kBytes, bufs[from].data(), kBytes) != 0)
+      return ferry::TaskStatus::kFailed;  // COMPLETED without the bytes: a lie
+    return bs->overall;
+  }
+};
+
+// Process and control-network kinds a cluster cannot apply are named.
+TEST(SimCluster, ClusterFaultLinesNameWhatIsWrong) {
+  TwoHosts t("mlx5");
+  ASSERT_NE(t.c, nullptr);
+  ferry::testing::SimCluster* c = t.c.get();
+  const std::pair<const char*, const char*> bad[] = {
+      {"peer_restart host:h1", "call SimCluster::RestartHost(h)"},
+      {"ctrl_reorder host:h0", "ctrl_reorder is a rate (swarm_fault_plan)"},
+      {"paused_peer dev:h0/sim0 for 5", "paused_peer needs a target host:h<H> with H < 2"},
+      {"ctrl_loss host:h2", "ctrl_loss needs a target host:h<H> with H < 2"},
+      {"paused_peer host:h1", "paused_peer needs 'for <ns>'"},
+  };
+  for (const auto& [line, why] : bad) {
+    const absl::Status st = c->InjectFault(line);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << line;
+    EXPECT_THAT(std::string(st.message()), HasSubstr(why)) << line;
+  }
+  ferry::testing::SimClusterOptions o;
+  o.fault_script = "at 10 peer_restart host:h1";
+  EXPECT_THAT(std::string(ferry::testing::SimCluster::Create(o).status().message()),
+              HasSubstr("RestartHost"));
+  EXPECT_EQ(c->Finish(2'000'000'000), "");
+}
+
+// QP faults reach a user's test as script lines: qp:h<H>/sim0/* names every
+// live QP of the device. After a flush of all of h0's QPs (and failed
+// destroys, late CQEs) the next WRITEs complete on fresh QPs.
+TEST(SimCluster, QpFaultsOnEveryQpOfAHostEndClean) {
+  for (const char* profile : {"mlx5", "rxe"}) {
+    TwoHosts t(profile);
+    ASSERT_NE(t.c, nullptr);
+    ferry::testing::SimCluster* c = t.c.get();
+    ASSERT_EQ(t.Write(0, 1), ferry::TaskStatus::kCompleted) << profile;
+    ASSERT_EQ(t.Write(1, 2), ferry::TaskStatus::kCompleted) << profile;
+    EXPECT_TRUE(c->InjectFault("destroy_qp_fail qp:h0/sim0/*").ok());
+    EXPECT_TRUE(c->InjectFault("late_cqe qp:h1/sim0/*").ok());
+    EXPECT_TRUE(c->InjectFault("wr_flush qp:h0/sim0/*").ok());
+    EXPECT_EQ(c->InjectFault("hung_qp qp:h0/sim9/*").code(), absl::StatusCode::kNotFound);
+    EXPECT_EQ(t.Write(0, 3), ferry::TaskStatus::kCompleted) << profile;
+    EXPECT_EQ(t.Write(1, 4), ferry::TaskStatus::kCompleted) << profile;
+    EXPECT_THAT(c->FaultCounts(), StartsWith("rnic faults: wr_flush=")) << profile;
+    EXPECT_EQ(c->Finish(2'000'000'000), "") << profile;
+  }
+}
+
+// paused_peer: the paused host's process makes no verbs call until the
+// pause ends (its WRITE completes only after it), while its RNIC still
+// serves a peer's one-sided WRITE into its memory.
+TEST(SimCluster, APausedHostWaitsWhileItsRnicServes) {
+  constexpr uint64_t kPauseNs = 200'000'000;
+  for (const char* profile : {"mlx5", "rxe"}) {
+    TwoHosts t(profile);
+    ASSERT_NE(t.c, nullptr);
+    ferry::testing::SimCluster* c = t.c.get();
+    ASSERT_EQ(t.Write(0, 1), ferry::TaskStatus::kCompleted) << profile;
+    ASSERT_EQ(t.Write(1, 2), ferry::TaskStatus::kCompleted) << profile;
+    ASSERT_TRUE(c->InjectFault("paused_peer host:h1 for 200000000").ok());
+    const uint64_t t0 = c->NowNs();
+    EXPECT_EQ(t.Write(0, 3), ferry::TaskStatus::kCompleted) << profile;
+    EXPECT_LT(c->NowNs() - t0, kPauseNs) << profile << ": served during the pause";
+    EXPECT_EQ(t.Write(1, 4), ferry::TaskStatus::kCompleted) << profile;
+    EXPECT_GE(c->NowNs() - t0, kPauseNs) << profile << ": h1 ran only after the pause";
+    EXPECT_THAT(c->FaultCounts(), HasSubstr("\npauses=1 partitions=0\n")) << profile;
+    EXPECT_EQ(c->Finish(2'000'000'000), "") << profile;
+  }
+}
+
+// Control-network faults: a scripted loss and duplicate of the first
+// messages, and h1 cut off for 20 ms; the handshakes get through after.
+TEST(SimCluster, ControlNetworkFaultsDelayTheHandshakeOnly) {
+  TwoHosts t("mlx5", "at 0 ctrl_loss host:h0\nat 0 ctrl_dup host:h1\n", 2'000'000);
+  ASSERT_NE(t.c, nullptr);
+  ferry::testing::SimCluster* c = t.c.get();
+  EXPECT_THAT(c->FaultPlanText(), HasSubstr("at 0 ctrl_loss host:h0\n"));
+  EXPECT_EQ(t.Write(0, 1), ferry::TaskStatus::kCompleted);
+  ASSERT_TRUE(c->InjectFault("ctrl_partition host:h1 for 20000000").ok());
+  const uint64_t t0 = c->NowNs();
+  EXPECT_EQ(t.Write(1, 2), ferry::TaskStatus::kCompleted);  // opens h0's segment
+  EXPECT_GE(c->NowNs() - t0, 20'000'000u);
+  const std::string counts = c->FaultCounts();
+  EXPECT_THAT(counts, HasSubstr("pauses=0 partitions=1\n"));
+  EXPECT_THAT(counts, HasSubstr(" scripted=2 "));
+  EXPECT_THAT(counts, HasSubstr(" drop_loss=1"));
+  EXPECT_THAT(counts, HasSubstr(" drop_partition="));
+  EXPECT_EQ(c->Finish(2'000'000'000), "");
 }
 
 // A host's process restarts: its old engine is gone (nothing of it leaks or

@@ -262,6 +262,50 @@ TEST(FaultPlan, ScriptParsesRoundTripsAndRejectsGarbage) {
   }
 }
 
+TEST(FaultPlan, EveryQpTargetAndDurationsParseAndPrint) {
+  auto s = ParseFaultScript(
+      "at 5 wr_flush qp:h0/sim0/*\n"
+      "at 6 paused_peer host:h1 for 2000000\n"
+      "at 7 ctrl_partition host:h0 for 30\n");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ((*s)[0].target.number, kEveryQp);
+  EXPECT_EQ((*s)[0].ToString(), "at 5 wr_flush qp:h0/sim0/*");
+  EXPECT_EQ((*s)[1].duration_ns, 2'000'000u);
+  EXPECT_EQ((*s)[1].ToString(), "at 6 paused_peer host:h1 for 2000000");
+  EXPECT_EQ(ParseFaultScript((*s)[2].ToString())->at(0).duration_ns, 30u);
+  const std::pair<const char*, const char*> bad[] = {
+      {"at 1 paused_peer host:h1", "paused_peer needs 'for <ns>'"},
+      {"at 1 paused_peer host:h1 for 0", "paused_peer needs 'for <ns>'"},
+      {"at 1 wr_flush qp:h0/sim0/1 for 9", "wr_flush takes no 'for <ns>'"},
+      {"at 1 paused_peer host:h1 during 9", "expected 'for <ns>' after the target"},
+      {"at 1 cq_overrun cq:h0/sim0/*", "bad number"},
+      {"at 1 wr_flush qp:h0/sim0/4294967295", "bad number"},
+  };
+  for (const auto& [line, why] : bad) {
+    auto r = ParseFaultScript(line);
+    ASSERT_FALSE(r.ok()) << line;
+    EXPECT_NE(r.status().message().find(why), std::string::npos) << r.status();
+  }
+}
+
+// qp:h<H>/<dev>/*: every live QP of that device, none of the peer's.
+TEST(Faults, EveryQpTargetFlushesEachLiveQpOfTheDevice) {
+  World w(TestConfig(RnicProfile::kMlx5));
+  auto p1 = w.Connect();
+  auto p2 = w.Connect();
+  ASSERT_TRUE(
+      w.fabric().Inject({0, FaultKind::kWrFlush, {TargetKind::kQp, 0, "sim0", kEveryQp}}).ok());
+  EXPECT_EQ(w.va().QueryQp(p1.a.qp)->qp_state, QpState::kErr);
+  EXPECT_EQ(w.va().QueryQp(p2.a.qp)->qp_state, QpState::kErr);
+  EXPECT_EQ(w.vb().QueryQp(p1.b.qp)->qp_state, QpState::kRts);
+  ASSERT_TRUE(w.va().DestroyQp(p1.a.qp).ok());
+  ASSERT_TRUE(w.va().DestroyQp(p2.a.qp).ok());
+  const absl::Status none =
+      w.fabric().Inject({0, FaultKind::kLateCqe, {TargetKind::kQp, 0, "sim0", kEveryQp}});
+  EXPECT_EQ(none.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(none.message(), "no live qp on qp:h0/sim0/*");
+}
+
 TEST(Faults, ScriptedHungQpNeitherExecutesNorFlushes) {
   World w(TestConfig(RnicProfile::kMlx5));
   auto p = w.Connect();
