@@ -826,6 +826,12 @@ absl::Status Engine::Cancel(TaskId task) { return impl_->Cancel(task); }
 absl::Status Engine::CancelBatch(BatchId batch) { return impl_->CancelBatch(batch); }
 absl::Status Engine::FreeBatch(BatchId batch) { return impl_->FreeBatch(batch); }
 absl::Status Engine::Shutdown(uint64_t timeout_ns) {
+  base::MutexLock l(&impl_->shutdown_mu);
+  if (impl_->shutdown_result.has_value()) return *impl_->shutdown_result;
+  impl_->shutdown_result = ShutdownOnce(timeout_ns);
+  return *impl_->shutdown_result;
+}
+absl::Status Engine::ShutdownOnce(uint64_t timeout_ns) {
   impl_->BeginShutdown();
   const uint64_t end = impl_->env().clock->NowNs() + timeout_ns;
   bool drained = false;

@@ -54,6 +54,10 @@ class EngineImpl {
  public:
   // The production runtime, when one runs this engine (runtime_threads.h).
   std::unique_ptr<engine::ThreadedRuntime> threaded_runtime;
+  // Engine::Shutdown: serialized; once one finished (the runtime stopped,
+  // so nothing more can drain), later calls return its result at once.
+  base::Mutex shutdown_mu;
+  std::optional<absl::Status> shutdown_result ABSL_GUARDED_BY(shutdown_mu);
 
   // Brings up every device (C7) and builds workers, listener and async
   // reader. `mutations` and `observer` may be null; both must outlive it.

@@ -100,7 +100,12 @@ struct FERRY_EXPORT EngineConfig {
   // Local ACK timeout exponent: 4.096 us * 2^qp_timeout_exp (14 = ~67 ms).
   // 0 means "wait forever" in verbs and is rejected.
   uint8_t qp_timeout_exp = 14;
-  uint8_t qp_retries = 7;      // transport retries (0..7)
+  // Transport retries (0..7). On rxe (Soft-RoCE) 7 means "retry forever"
+  // (rxe_comp.c never counts it down): a QP whose peer is gone, e.g. a
+  // restarted process that reused the QPN, then never completes in error
+  // and only slice_timeout_ns ends its task (TIMEOUT); use 6 or less on rxe
+  // (tests/lib/sim_cluster_test.cc RxeRetryCnt7NeverGivesUpOnARestartedPeer).
+  uint8_t qp_retries = 7;
   uint8_t qp_rnr_retries = 7;  // RNR retries (0..7, 7 = infinite; no receives in v1)
 
   // Returns OK, or kInvalidArgument naming the first knob that breaks an

@@ -107,7 +107,7 @@ class FERRY_EXPORT Engine {
   static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineConfig& config,
                                                         const EngineEnv& env);
 
-  // Shuts down (Shutdown with drain_timeout_ns) if not done yet.
+  // Shuts down (Shutdown with drain_timeout_ns) if no Shutdown ran yet.
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -201,7 +201,9 @@ class FERRY_EXPORT Engine {
   // Orderly shutdown: refuse new calls, cancel pending tasks, retire every
   // endpoint, wait up to timeout_ns for evidence, destroy every verbs object
   // once. Returns OK when nothing is left; kDeadlineExceeded when something
-  // is still pending (listed by Pending()). Idempotent.
+  // is still pending (listed by Pending()). Runs once: a later call (and
+  // the destructor) returns the first call's result at once, since the
+  // engine's threads stopped with it; concurrent calls wait for the first.
   absl::Status Shutdown(uint64_t timeout_ns);
 
   // What is still pending and why (tasks without evidence, retiring
@@ -215,6 +217,7 @@ class FERRY_EXPORT Engine {
 
  private:
   explicit Engine(std::unique_ptr<EngineImpl> impl);
+  absl::Status ShutdownOnce(uint64_t timeout_ns);
   // The environment an engine made by Create(config, RealEnvOptions) owns;
   // declared before impl_ so it is destroyed after the engine's teardown.
   std::unique_ptr<EngineEnvOwner> env_owner_;

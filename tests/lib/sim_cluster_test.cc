@@ -138,14 +138,21 @@ struct TwoHosts {
   std::vector<std::vector<uint8_t>> bufs;
   std::optional<ferry::SegmentHandle> seg[2];
 
-  explicit TwoHosts(const char* profile, const std::string& script = "",
-                    uint64_t handshake_timeout_ns = 1'000'000'000) {
+  static ferry::testing::SimClusterOptions Options(const char* profile,
+                                                   const std::string& script = "",
+                                                   uint64_t handshake_timeout_ns = 1'000'000'000) {
     ferry::testing::SimClusterOptions o;
     o.rnic_profile = profile;
     o.fault_script = script;
     o.engine_config.slice_timeout_ns = 5'000'000'000;
     o.engine_config.handshake_timeout_ns = handshake_timeout_ns;
     o.engine_config.handshake_retries = 50;
+    return o;
+  }
+  explicit TwoHosts(const char* profile, const std::string& script = "",
+                    uint64_t handshake_timeout_ns = 1'000'000'000)
+      : TwoHosts(Options(profile, script, handshake_timeout_ns)) {}
+  explicit TwoHosts(const ferry::testing::SimClusterOptions& o) {
     auto made = ferry::testing::SimCluster::Create(o);
     EXPECT_TRUE(made.ok()) << made.status();
     if (!made.ok()) return;
@@ -277,14 +284,12 @@ TEST(SimCluster, ARestartedHostServesAgainAfterReopen) {
   for (const char* profile : {"mlx5", "rxe"}) {
     ferry::testing::SimClusterOptions o;
     o.rnic_profile = profile;
-    // Under the threaded runtime on rxe the first transfers after the
-    // restart took more than 0.5 s of virtual time to get through (the
-    // stepped two-engine world, same config: 27 us); 5 s leaves room. Open
-    // in the closing note of this change.
-    o.engine_config.slice_timeout_ns = 5'000'000'000;
+    o.engine_config.slice_timeout_ns = 500'000'000;
     // A WRITE on the endpoint to the dead process fails fast (retry budget
-    // ~8 ms) and is retried on a fresh one.
+    // 6 x ~1 ms) and is retried on a fresh one. Not 7: on rxe that means
+    // "retry forever" (RxeRetryCnt7NeverGivesUpOnARestartedPeer).
     o.engine_config.qp_timeout_exp = 8;
+    o.engine_config.qp_retries = 6;
     auto c = ferry::testing::SimCluster::Create(o);
     ASSERT_TRUE(c.ok()) << c.status();
     std::vector<std::vector<uint8_t>> bufs(2, std::vector<uint8_t>(256 * 1024));
@@ -300,6 +305,38 @@ TEST(SimCluster, ARestartedHostServesAgainAfterReopen) {
     EXPECT_EQ(after.completed, 2u) << profile;
     EXPECT_EQ(after.wrong_bytes, 0u) << profile;
     EXPECT_EQ((*c)->Finish(2'000'000'000), "") << profile;
+  }
+}
+
+// Found by the test above (it once needed a 5 s slice timeout on rxe):
+// rxe never counts retry_cnt 7 down (rxe_comp.c), so with qp_retries = 7
+// (the default) a WRITE on a QP whose peer process restarted, its QPN
+// reused by the new process, is retransmitted until the engine's slice
+// timeout: TIMEOUT on rxe, while mlx5 gives up after 7 retries and the
+// engine retries the slice on a fresh endpoint (COMPLETED).
+TEST(SimCluster, RxeRetryCnt7NeverGivesUpOnARestartedPeer) {
+  for (const char* profile : {"mlx5", "rxe"}) {
+    ferry::testing::SimClusterOptions o = TwoHosts::Options(profile);
+    o.engine_config.slice_timeout_ns = 50'000'000;
+    o.engine_config.qp_timeout_exp = 8;
+    o.engine_config.qp_retries = 7;
+    TwoHosts t(o);
+    ASSERT_NE(t.c, nullptr);
+    ASSERT_EQ(t.Write(0, 1), ferry::TaskStatus::kCompleted) << profile;
+    ASSERT_EQ(t.Write(1, 2), ferry::TaskStatus::kCompleted) << profile;
+    ASSERT_TRUE(t.c->RestartHost(1).ok()) << profile;
+    ASSERT_TRUE(t.c->engine(1).RegisterMemory(t.bufs[1].data(), t.bufs[1].size()).ok());
+    t.seg[0] = std::nullopt;  // h0 opens the new incarnation; its old QPs stay
+    const uint64_t t0 = t.c->NowNs();
+    const ferry::TaskStatus got = t.Write(0, 3);
+    if (std::string(profile) == "rxe") {
+      EXPECT_EQ(got, ferry::TaskStatus::kTimeout);
+      EXPECT_GE(t.c->NowNs() - t0, 50'000'000u);
+    } else {
+      EXPECT_EQ(got, ferry::TaskStatus::kCompleted);
+      EXPECT_LT(t.c->NowNs() - t0, 50'000'000u);
+    }
+    EXPECT_EQ(t.c->Finish(2'000'000'000), "") << profile;
   }
 }
 
