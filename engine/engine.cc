@@ -44,6 +44,27 @@ absl::Status ValidateHostPort(std::string_view hp) {
       return absl::InvalidArgumentError(absl::StrCat("malformed port in '", std::string(hp), "'"));
   return absl::OkStatus();
 }
+
+// Engine::Shutdown's one run: refuse new work, wait for the drain, stop the
+// runtime's threads, destroy what is left.
+absl::Status ShutdownOnce(EngineImpl* impl, uint64_t timeout_ns) {
+  impl->BeginShutdown();
+  const uint64_t end = impl->env().clock->NowNs() + timeout_ns;
+  bool drained = false;
+  {
+    engine::RuntimeWaiter waiter(impl);
+    for (;;) {
+      const uint64_t seen = waiter.Generation();
+      drained = engine::RuntimeWorkersDrained(impl);
+      const uint64_t now = impl->env().clock->NowNs();
+      if (drained || now >= end) break;
+      waiter.Wait(seen, end - now);
+    }
+  }
+  engine::StopThreadedRuntime(impl);
+  if (!drained) return absl::DeadlineExceededError("shutdown: endpoints still retiring");
+  return impl->FinishShutdown();
+}
 }  // namespace
 
 EngineImpl::EngineImpl(const EngineConfig& config, const EngineEnv& env,
@@ -828,26 +849,8 @@ absl::Status Engine::FreeBatch(BatchId batch) { return impl_->FreeBatch(batch); 
 absl::Status Engine::Shutdown(uint64_t timeout_ns) {
   base::MutexLock l(&impl_->shutdown_mu);
   if (impl_->shutdown_result.has_value()) return *impl_->shutdown_result;
-  impl_->shutdown_result = ShutdownOnce(timeout_ns);
+  impl_->shutdown_result = ShutdownOnce(impl_.get(), timeout_ns);
   return *impl_->shutdown_result;
-}
-absl::Status Engine::ShutdownOnce(uint64_t timeout_ns) {
-  impl_->BeginShutdown();
-  const uint64_t end = impl_->env().clock->NowNs() + timeout_ns;
-  bool drained = false;
-  {
-    engine::RuntimeWaiter waiter(impl_.get());
-    for (;;) {
-      const uint64_t seen = waiter.Generation();
-      drained = engine::RuntimeWorkersDrained(impl_.get());
-      const uint64_t now = impl_->env().clock->NowNs();
-      if (drained || now >= end) break;
-      waiter.Wait(seen, end - now);
-    }
-  }
-  engine::StopThreadedRuntime(impl_.get());
-  if (!drained) return absl::DeadlineExceededError("shutdown: endpoints still retiring");
-  return impl_->FinishShutdown();
 }
 PendingReport Engine::Pending() const { return impl_->Pending(); }
 

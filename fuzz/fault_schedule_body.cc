@@ -58,18 +58,11 @@ struct Bytes {
   bool Done() const { return at >= size; }
 };
 
-EngineConfig FuzzConfig() {
-  EngineConfig c = simworld::ScenarioConfig();
-  c.slice_timeout_ns = 20'000'000;
-  c.drain_timeout_ns = 2'000'000;
-  c.qp_timeout_exp = 10;  // ~4 ms ACK timeout: transport errors within a run
-  return c;
-}
-
 class Run {
  public:
   Run(uint64_t seed, const base::Mutations& mutations)
-      : w_(std::make_unique<TwoEngines>(seed, sim::NetPlan{}, mutations, FuzzConfig())) {}
+      : w_(std::make_unique<TwoEngines>(seed, sim::NetPlan{}, mutations,
+                                        simworld::RandomRunConfig())) {}
 
   std::string Start() {
     if (!w_->start_failure().empty()) return "start: " + w_->start_failure();
@@ -228,6 +221,7 @@ class Run {
     static constexpr const char* kNames[] = {"Submit",   "SubmitInvalid", "Advance",  "InjectQp",
                                              "PortFlap", "CqOverrun",     "CtrlDrop", "Cancel",
                                              "Reuse",    "Restart"};
+    static_assert(std::size(kNames) == kOpKinds);
     return absl::StrCat(kNames[static_cast<uint32_t>(op)], "(h", a & 1, " ", a, " ", b, " ", c,
                         ")");
   }

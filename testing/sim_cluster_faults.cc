@@ -24,7 +24,6 @@ namespace ferry::testing {
 namespace {
 
 using K = sim::FaultKind;
-using TimerCtx = sim::LockedWorld::TimerCtx;
 
 }  // namespace
 

@@ -217,7 +217,6 @@ class FERRY_EXPORT Engine {
 
  private:
   explicit Engine(std::unique_ptr<EngineImpl> impl);
-  absl::Status ShutdownOnce(uint64_t timeout_ns);
   // The environment an engine made by Create(config, RealEnvOptions) owns;
   // declared before impl_ so it is destroyed after the engine's teardown.
   std::unique_ptr<EngineEnvOwner> env_owner_;

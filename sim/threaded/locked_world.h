@@ -43,6 +43,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "base/check.h"
 #include "hal/clock.h"
 #include "hal/control_net.h"
 #include "hal/entropy.h"
@@ -315,11 +316,12 @@ class LockedWorld {
   // Runs `fn` at virtual time at_ns (now, if that has passed). Timers do
   // not move the clock: one comes due when events or idle ticks reach its
   // time (so a pause of N ns lasts N ns of the world's own progress).
-  // kResourceExhausted beyond kTimersMax pending.
+  // kResourceExhausted beyond kTimersMax / 2 pending (the other half is
+  // room for what running timers spawn).
   absl::Status At(uint64_t at_ns, TimerFn fn) {
     WorldLock l(&mu_);
-    if (timers_.size() >= kTimersMax)
-      return absl::ResourceExhaustedError("LockedWorld::At: kTimersMax timers pending");
+    if (timers_.size() >= kTimersMax / 2)
+      return absl::ResourceExhaustedError("LockedWorld::At: kTimersMax / 2 timers pending");
     timers_.emplace(at_ns, std::move(fn));
     return absl::OkStatus();
   }
@@ -332,11 +334,6 @@ class LockedWorld {
     TimerCtx ctx{fabric_, net_, clock_.NowNs(), {}};
     fn(ctx);
     QueueSpawned(ctx);
-  }
-
-  uint64_t timers_dropped() {
-    WorldLock l(&mu_);
-    return timers_dropped_;
   }
 
   // Runs `fn(network)` with the world mutex held.
@@ -384,8 +381,10 @@ class LockedWorld {
   }
 
   // Every timer due now, in (time, insertion) order; what they schedule
-  // runs no earlier than the next round (bounded work per round). Beyond
-  // kTimersMax pending, a spawned timer is dropped and counted.
+  // runs no earlier than the next round (bounded work per round). Spawned
+  // timers stay within kTimersMax by construction: At() admits at most
+  // half of it, each of SimCluster's timers spawns at most one (a pause's
+  // or partition's end) and its swarm tick a bounded few per period.
   void RunDueTimers() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     TimerCtx ctx{fabric_, net_, clock_.NowNs(), {}};
     while (!timers_.empty() && timers_.begin()->first <= ctx.now_ns) {
@@ -397,10 +396,7 @@ class LockedWorld {
   }
   void QueueSpawned(TimerCtx& ctx) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     for (auto& [at, fn] : ctx.spawned) {
-      if (timers_.size() >= kTimersMax) {
-        ++timers_dropped_;
-        continue;
-      }
+      FERRY_CHECK(timers_.size() < kTimersMax);
       timers_.emplace(std::max(at, ctx.now_ns + 1), std::move(fn));
     }
   }
@@ -419,7 +415,6 @@ class LockedWorld {
   sim::Fabric fabric_ ABSL_GUARDED_BY(mu_);
   sim::SimNetwork net_ ABSL_GUARDED_BY(mu_);
   std::multimap<uint64_t, TimerFn> timers_ ABSL_GUARDED_BY(mu_);  // by time, then insertion
-  uint64_t timers_dropped_ ABSL_GUARDED_BY(mu_) = 0;
   LockedClock locked_clock_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> rounds_{0};

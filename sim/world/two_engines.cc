@@ -14,6 +14,14 @@
 
 namespace ferry::simworld {
 
+EngineConfig RandomRunConfig() {
+  EngineConfig c = ScenarioConfig();
+  c.slice_timeout_ns = 20'000'000;
+  c.drain_timeout_ns = 2'000'000;
+  c.qp_timeout_exp = 10;
+  return c;
+}
+
 EngineConfig ScenarioConfig() {
   EngineConfig c;
   c.workers = 2;

@@ -69,6 +69,10 @@ namespace ferry::simworld {
 // The engine config every sim scenario starts from: small queues and short
 // timeouts so faults and retires happen within little virtual time.
 EngineConfig ScenarioConfig();
+// ScenarioConfig with a 20 ms slice timeout, a 2 ms drain and a ~4 ms ACK
+// timeout, so timeouts and transport errors happen within a short random
+// run (the engine-state property and the fault-schedule fuzzer).
+EngineConfig RandomRunConfig();
 
 inline constexpr size_t kBufBytes = 1 << 20;
 inline constexpr uint32_t kHosts = 2;

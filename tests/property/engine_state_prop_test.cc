@@ -270,20 +270,12 @@ struct RefusedWhilePending : Cmd {
   }
 };
 
-EngineConfig PropertyConfig() {
-  EngineConfig c = simworld::ScenarioConfig();
-  c.slice_timeout_ns = 20'000'000;
-  c.drain_timeout_ns = 2'000'000;
-  c.qp_timeout_exp = 10;  // ~4 ms ACK timeout: transport errors within a run
-  return c;
-}
-
 void RunStateMachine() {
   base::Mutations mutations;
   ApplyEnvMutation(mutations);
   const uint64_t seed = *rc::gen::inRange<uint64_t>(1, 1'000'000);
   Sut s;
-  s.w = std::make_unique<TwoEngines>(seed, sim::NetPlan{}, mutations, PropertyConfig());
+  s.w = std::make_unique<TwoEngines>(seed, sim::NetPlan{}, mutations, simworld::RandomRunConfig());
   RC_ASSERT(s.w->start_failure() == "");
   RC_ASSERT(s.Reopen().ok());
   Model m;
