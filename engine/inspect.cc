@@ -96,10 +96,17 @@ uint64_t SteppedEngine::RefetchTokenOf(SegmentHandle segment) const {
 }
 std::vector<QuotaView> SteppedEngine::Quotas() const {
   std::vector<QuotaView> out;
-  for (uint32_t w = 0; w < worker_count(); ++w)
-    for (hal::CqHandle cq : impl_->workers()[w]->OwnedCqs())
-      if (std::optional<QuotaView> q = QuotaOf(w, cq)) out.push_back(*q);
+  ForEachQuota([&](const QuotaView& q) { out.push_back(q); });
   return out;
+}
+void SteppedEngine::ForEachQuota(absl::FunctionRef<void(const QuotaView&)> f) const {
+  for (uint32_t w = 0; w < worker_count(); ++w) {
+    const engine::Worker& wk = *impl_->workers()[w];
+    wk.ForEachOwnedCq([&](hal::CqHandle cq) {
+      if (const CqQuota* q = wk.QuotaOf(cq))
+        f(QuotaView{w, cq, q->reserved(), q->zombie_held(), q->stray_cqes()});
+    });
+  }
 }
 std::optional<QuotaView> SteppedEngine::QuotaOf(uint32_t w, hal::CqHandle cq) const {
   FERRY_CHECK(w < worker_count());

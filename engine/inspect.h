@@ -34,6 +34,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "base/mutation.h"
@@ -129,6 +130,9 @@ class SteppedEngine {
   uint64_t RefetchTokenOf(SegmentHandle segment) const;
   // The CQ quota of every CQ of every worker, in (worker, context) order.
   std::vector<QuotaView> Quotas() const;
+  // The same views, in the same order, without building a vector (the
+  // simulated world's oracle reads them after every step).
+  void ForEachQuota(absl::FunctionRef<void(const QuotaView&)> f) const;
   // The quota of one CQ that worker w owns; nullopt when w owns no such CQ.
   std::optional<QuotaView> QuotaOf(uint32_t w, hal::CqHandle cq) const;
   WorkerView ViewOf(uint32_t w) const;

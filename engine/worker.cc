@@ -174,9 +174,13 @@ const CqQuota* Worker::QuotaOf(hal::CqHandle cq) const {
 
 std::vector<hal::CqHandle> Worker::OwnedCqs() const {
   std::vector<hal::CqHandle> out;
-  for (Context* c : env_->contexts)
-    for (uint32_t i = 0; i < c->cqs_per_worker(); ++i) out.push_back(c->cq(id_, i));
+  ForEachOwnedCq([&](hal::CqHandle cq) { out.push_back(cq); });
   return out;
+}
+
+void Worker::ForEachOwnedCq(absl::FunctionRef<void(hal::CqHandle)> f) const {
+  for (Context* c : env_->contexts)
+    for (uint32_t i = 0; i < c->cqs_per_worker(); ++i) f(c->cq(id_, i));
 }
 
 bool Worker::RailPaused(uint32_t ctx) const {

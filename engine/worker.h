@@ -51,6 +51,7 @@
 #include <variant>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/base/thread_annotations.h"
 #include "base/mutation.h"
 #include "base/mutex.h"
@@ -165,6 +166,7 @@ class Worker {
   const CqQuota* QuotaOf(hal::CqHandle cq) const;
   // Every CQ this worker owns, in context order.
   std::vector<hal::CqHandle> OwnedCqs() const;
+  void ForEachOwnedCq(absl::FunctionRef<void(hal::CqHandle)> f) const;
   // True while rail (context) `ctx` is paused (errors or port down).
   bool RailPaused(uint32_t ctx) const;
   size_t LiveEndpoints() const;

@@ -329,6 +329,12 @@ bool Fabric::InjectFault(FaultKind k) {
   return true;
 }
 
+void Fabric::StopSeededFaults() {
+  config_.plan = FaultPlan{};
+  config_.straggler = kNever;
+  if (trace_ != nullptr) trace_->Event("rnic.stop_seeded_faults");
+}
+
 void Fabric::CountFault(FaultKind k) {
   ++stats_.faults[static_cast<size_t>(k)];
   if (trace_ != nullptr) trace_->Event("fault", static_cast<uint64_t>(k));

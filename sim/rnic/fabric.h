@@ -237,6 +237,11 @@ class Fabric final : public Actor {
   absl::Status ClearQpScript(uint32_t host, std::string_view device, uint32_t qpn);
   // Applies a scripted fault now (ParseFaultScript form).
   absl::Status Inject(const ScriptedFault& f);
+  // Ends every seeded fault kind and the packet stragglers for the rest of
+  // the run (a campaign's liveness phase). What was injected before runs its
+  // course: a hung QP stays hung, a link that is down comes back on its
+  // timer, delayed packets arrive.
+  void StopSeededFaults();
   // Scripted faults whose target did not exist, and those the RNIC does not
   // own (ctrl_*, paused_peer), handed to the runner.
   const std::vector<ScriptedFault>& missed_faults() const { return missed_; }

@@ -108,13 +108,27 @@ uint8_t AttributableByte(uint64_t task_id, uint64_t offset) {
   return static_cast<uint8_t>(h >> (8 * (offset % 8)));
 }
 
+// Both walk word by word: one hash per 8 bytes (the bytes AttributableByte
+// gives, computed once per word).
 void FillAttributable(std::span<uint8_t> bytes, uint64_t task_id, uint64_t offset0) {
-  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = AttributableByte(task_id, offset0 + i);
+  const uint64_t seed = base::Fnv1a64UpdateU64(base::kFnv1a64Offset, task_id);
+  size_t i = 0;
+  while (i < bytes.size()) {
+    const uint64_t off = offset0 + i;
+    const uint64_t h = base::Fnv1a64UpdateU64(seed, off / 8);
+    for (uint64_t b = off % 8; b < 8 && i < bytes.size(); ++b, ++i)
+      bytes[i] = static_cast<uint8_t>(h >> (8 * b));
+  }
 }
 
 size_t FirstNotAttributable(std::span<const uint8_t> bytes, uint64_t task_id, uint64_t offset0) {
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    if (bytes[i] != AttributableByte(task_id, offset0 + i)) return i;
+  const uint64_t seed = base::Fnv1a64UpdateU64(base::kFnv1a64Offset, task_id);
+  size_t i = 0;
+  while (i < bytes.size()) {
+    const uint64_t off = offset0 + i;
+    const uint64_t h = base::Fnv1a64UpdateU64(seed, off / 8);
+    for (uint64_t b = off % 8; b < 8 && i < bytes.size(); ++b, ++i)
+      if (bytes[i] != static_cast<uint8_t>(h >> (8 * b))) return i;
   }
   return bytes.size();
 }

@@ -1,10 +1,6 @@
-// sim/world/swarm.cc: plan drawing, the two-wave workload and the verdict of
-// a swarm run (see swarm.h for what is judged).
-//
-// Buffer layout of each host (kBufBytes = 1 MiB), so no two tasks share a
-// byte: [0, 384K) its own first-wave local buffers, [384K, 512K) its own
-// second-wave local buffers, [512K, 896K) the peer's first-wave remote
-// ranges, [896K, 1M) the peer's second-wave remote ranges.
+// sim/world/swarm.cc: fault families, plan drawing, the probes a report
+// lists and the report's collection from a finished world (the run itself:
+// swarm_run.cc; what is judged: swarm.h).
 #include "sim/world/swarm.h"
 
 #include <algorithm>
@@ -46,20 +42,6 @@ constexpr std::array<std::string_view, 11> kCounterProbes = {
     "world.restarts",   "world.device_events",
 };
 
-// First wave: a driver round every SwarmOptions::round_ns during the fault window; each
-// live, running process submits up to kTasksPerRoundMax tasks into its free
-// slots (a slot is reused once its task is terminal and judged).
-constexpr uint32_t kSlotsPerHost = 6;
-constexpr uint64_t kSlotBytes = 64 * 1024;
-constexpr uint32_t kTasksPerRoundMax = 2;
-constexpr uint64_t kWave1LocalOff = 0;
-constexpr uint64_t kWave1RemoteOff = 512 * 1024;
-constexpr uint64_t kWave2LocalOff = 384 * 1024;
-constexpr uint64_t kWave2RemoteOff = 896 * 1024;
-constexpr uint64_t kTerminalTimeNs = 5'000'000'000;
-static_assert(kSlotsPerHost * kSlotBytes <= kWave2LocalOff - kWave1LocalOff);
-static_assert(kSlotsPerHost * kSlotBytes <= kWave2RemoteOff - kWave1RemoteOff);
-
 std::string RatioText(sim::Ratio r) {
   return r.num == 0 ? std::string("off") : absl::StrCat(r.num, "/", r.den);
 }
@@ -69,377 +51,6 @@ template <typename T>
 T Pick(sim::Prng& p, const std::array<T, 3>& menu) {
   return menu[p.Below(menu.size())];
 }
-
-struct Item {
-  uint32_t h = 0;
-  size_t tracked = 0;  // index into TwoEngines::tracked()
-  int32_t slot = -1;   // first-wave slot, -1 in the second wave
-  OpKind op = OpKind::kWrite;
-  uint64_t local_off = 0, remote_off = 0, len = 0, tag = 0;
-  bool judged = false;
-};
-
-// A process's view of its peer's segment: which of its own incarnations
-// opened it, against which incarnation of the peer.
-struct PeerSegment {
-  std::optional<SegmentHandle> handle;
-  std::optional<OpenToken> opening;
-  uint32_t own_incarnation = 0;
-  uint32_t peer_incarnation = 0;
-};
-
-class Run {
- public:
-  Run(uint64_t seed, const SwarmOptions& o, const SwarmPlan& plan, SwarmReport* r)
-      : seed_(seed), o_(o), plan_(plan), r_(r) {
-    for (auto& s : slots_) s.fill(-1);
-  }
-
-  void Go() {
-    EngineConfig c = ScenarioConfig();
-    c.slice_timeout_ns = 30'000'000;
-    c.qp_timeout_exp = 10;
-    c.qp_retries = 3;
-    sim::FabricConfig fc = TwoEngines::MakeFabricConfig();
-    fc.plan = plan_.rnic;
-    fc.mutations = o_.mutations;
-    WorldOptions wo;
-    wo.trace_record_max = o_.trace_record_max;
-    w_ = std::make_unique<TwoEngines>(seed_, plan_.world.net, o_.mutations, c, fc, wo);
-    Verdict(Body());
-    Collect();
-  }
-
- private:
-  // Returns "" or the failure (class in cls_).
-  std::string Body() {
-    TwoEngines& w = *w_;
-    if (!w.start_failure().empty()) return Live(w.start_failure());
-    for (uint32_t h = 0; h < kHosts; ++h) {
-      auto seg = w.Open(h, 1 - h);
-      if (!seg.ok()) return Live(absl::StrCat("h", h, " open failed: ", seg.status().ToString()));
-      segs_[h] = PeerSegment{*seg, std::nullopt, 0, 0};
-    }
-    if (std::string v = w.OracleAndViolations(); !v.empty()) return Safe("oracle: " + v);
-    // Wave 1: driver rounds through the fault window.
-    const uint64_t now = w.clock().NowNs();
-    std::vector<WorldFault> schedule = plan_.schedule;
-    for (WorldFault& f : schedule) f.at_ns += now;
-    w.ScheduleFaults(schedule);
-    const uint64_t window_ns = uint64_t{plan_.world.ticks} * plan_.world.tick_ns;
-    for (uint64_t t = 0; t < window_ns; t += o_.round_ns)
-      w.ScheduleCall(now + t, [this] { Round(); });
-    if (!RunToTerminal()) {
-      if (!failure_.empty()) return failure_;
-      return Live("wave 1: " + NotTerminal());
-    }
-    if (std::string v = w.OracleAndViolations(); !v.empty()) return Safe("oracle: " + v);
-    for (Item& it : items_)
-      if (std::string b = Judge(it); !b.empty()) return Safe(b);
-    // Wave 2, after the runner's faults stopped: both processes up, fresh
-    // descriptors (a restarted peer has new rkeys), one WRITE and one READ
-    // each way, every task terminal.
-    items_.clear();
-    for (uint32_t h = 0; h < kHosts; ++h)
-      if (w.host(h).engine == nullptr) return Live(absl::StrCat("h", h, " is down after faults"));
-    for (uint32_t h = 0; h < kHosts; ++h) {
-      auto seg = w.Open(h, 1 - h);
-      if (!seg.ok())
-        return Live(absl::StrCat("wave 2: h", h, " open failed: ", seg.status().ToString()));
-      for (uint32_t i = 0; i < 2; ++i) {
-        if (std::string e = Submit(h, *seg,
-                                   {Task(h, i % 2 == 0 ? OpKind::kWrite : OpKind::kRead,
-                                         kWave2LocalOff + kSlotBytes * i,
-                                         kWave2RemoteOff + kSlotBytes * i, 9000 + 10 * h + i, -1)});
-            !e.empty())
-          return e;
-      }
-    }
-    if (!RunToTerminal()) return Live("wave 2: " + NotTerminal());
-    if (std::string v = w.OracleAndViolations(); !v.empty()) return Safe("oracle: " + v);
-    for (Item& it : items_)
-      if (std::string b = Judge(it); !b.empty()) return Safe(b);
-    if (std::string l = w.ShutdownAndCheckLeaks(); !l.empty()) {
-      if (std::string v = w.OracleAndViolations(); !v.empty())
-        return Safe("oracle at shutdown: " + v);
-      return Live("leak: " + l);
-    }
-    if (std::string v = w.OracleAndViolations(); !v.empty())
-      return Safe("oracle at shutdown: " + v);
-    return "";
-  }
-
-  // A first-wave round (runs inside the world's scheduler actor): each live,
-  // running process frees the slots whose task is terminal (judging it),
-  // makes sure it holds a segment of its peer, and submits into free slots.
-  void Round() {
-    TwoEngines& w = *w_;
-    ++round_;
-    for (uint32_t h = 0; h < kHosts && failure_.empty(); ++h) {
-      HostState& hs = w.host(h);
-      if (hs.engine == nullptr || hs.paused) continue;
-      for (int32_t& s : slots_[h]) {
-        if (s < 0) continue;
-        Item& it = items_[static_cast<size_t>(s)];
-        const std::optional<TaskStatus> st = StatusOf(it);
-        if (st && !IsTerminal(*st)) continue;
-        if (std::string b = Judge(it); !b.empty()) {
-          failure_ = Safe(b);
-          return;
-        }
-        s = -1;
-      }
-      std::optional<SegmentHandle> seg = Segment(h);
-      if (!seg) continue;
-      std::vector<Item> batch;
-      for (uint32_t k = 0; k < kSlotsPerHost && batch.size() < kTasksPerRoundMax; ++k) {
-        const uint32_t slot = static_cast<uint32_t>((round_ + k) % kSlotsPerHost);
-        if (slots_[h][slot] >= 0) continue;
-        const OpKind op = (round_ + slot) % 2 == 0 ? OpKind::kWrite : OpKind::kRead;
-        batch.push_back(Task(h, op, kWave1LocalOff + kSlotBytes * slot,
-                             kWave1RemoteOff + kSlotBytes * slot, next_tag_++,
-                             static_cast<int32_t>(slot)));
-      }
-      if (batch.empty()) continue;
-      if (std::string e = Submit(h, *seg, batch); !e.empty()) {
-        failure_ = e;
-        return;
-      }
-    }
-  }
-
-  // The segment host h submits against, (re)opened asynchronously when h
-  // restarted, and, if the plan says so, when its peer restarted.
-  std::optional<SegmentHandle> Segment(uint32_t h) {
-    TwoEngines& w = *w_;
-    PeerSegment& ps = segs_[h];
-    const uint32_t own = w.host(h).incarnation, peer = w.host(1 - h).incarnation;
-    const bool stale = ps.own_incarnation != own ||
-                       (plan_.world.reopen_after_peer_restart && ps.peer_incarnation != peer);
-    if (!stale) return ps.handle;
-    engine::SteppedEngine& e = *w.host(h).engine;
-    if (ps.opening && ps.own_incarnation == own) {
-      auto p = e.PollOpenSegment(*ps.opening);
-      if (!p.ok()) {
-        ps.opening.reset();  // try again next round
-        return std::nullopt;
-      }
-      if (!p->has_value()) return std::nullopt;
-      ps.handle = **p;
-      ps.opening.reset();
-      ps.peer_incarnation = peer;
-      return ps.handle;
-    }
-    auto t = e.OpenSegmentAsync(w.host(1 - h).addr);
-    ps.own_incarnation = own;
-    ps.handle.reset();
-    if (t.ok()) ps.opening = *t;
-    return std::nullopt;
-  }
-
-  Item Task(uint32_t h, OpKind op, uint64_t loff, uint64_t roff, uint64_t tag, int32_t slot) {
-    Item it;
-    it.h = h;
-    it.op = op;
-    it.local_off = loff;
-    it.remote_off = roff;
-    it.len = 8 * 1024 + 4096 * (tag % 7);
-    it.tag = tag;
-    it.slot = slot;
-    return it;
-  }
-
-  std::string Submit(uint32_t h, SegmentHandle seg, std::vector<Item> batch_items) {
-    TwoEngines& w = *w_;
-    auto batch = w.host(h).engine->AllocateBatch(16);
-    if (!batch.ok()) return Live(absl::StrCat("h", h, " batch: ", batch.status().ToString()));
-    std::vector<Request> reqs;
-    for (const Item& it : batch_items) {
-      if (it.op == OpKind::kWrite) {
-        Fill(w, h, it.local_off, it.len, it.tag);
-      } else {
-        Fill(w, 1 - h, it.remote_off, it.len, it.tag);
-      }
-      reqs.push_back(MakeReq(w, h, seg, it.op, it.local_off, it.remote_off, it.len));
-    }
-    const size_t tracked0 = w.tracked().size();
-    SubmitResult sr = w.Submit(h, *batch, reqs);
-    if (!sr.status.ok()) {
-      // A segment opened before the peer restarted may be refused: that is
-      // the engine's answer, not a broken contract. Nothing was enqueued.
-      if (sr.status.code() == absl::StatusCode::kInvalidArgument ||
-          sr.status.code() == absl::StatusCode::kNotFound)
-        return "";
-      return Live(absl::StrCat("h", h, " submit: ", sr.status.ToString()));
-    }
-    for (size_t i = 0; i < batch_items.size(); ++i) {
-      Item it = batch_items[i];
-      it.tracked = tracked0 + i;
-      if (it.slot >= 0)
-        slots_[h][static_cast<size_t>(it.slot)] = static_cast<int32_t>(items_.size());
-      items_.push_back(it);
-    }
-    return "";
-  }
-
-  // The task's status, or nullopt when it died pending with its process.
-  std::optional<TaskStatus> StatusOf(const Item& it) const {
-    const TwoEngines::Tracked& t = w_->tracked()[it.tracked];
-    if (t.dead) {
-      if (t.published == TaskStatus::kPending) return std::nullopt;
-      return t.published;
-    }
-    return *w_->host(it.h).engine->GetTaskStatus(t.id);
-  }
-
-  bool RunToTerminal() {
-    TwoEngines& w = *w_;
-    return w.RunUntil(
-               [&] {
-                 if (!failure_.empty()) return true;
-                 if (w.faults_pending()) return false;
-                 for (const Item& it : items_) {
-                   const std::optional<TaskStatus> st = StatusOf(it);
-                   if (st && !IsTerminal(*st)) return false;
-                 }
-                 return true;
-               },
-               kTerminalTimeNs) &&
-           failure_.empty();
-  }
-
-  std::string NotTerminal() {
-    TwoEngines& w = *w_;
-    std::string out = absl::StrCat("not all terminal within ", kTerminalTimeNs, " ns (",
-                                   std::string(sim::RunOutcomeName(w.last_run().outcome)), " ",
-                                   w.last_run().detail, "): ");
-    for (const Item& it : items_) {
-      const std::optional<TaskStatus> st = StatusOf(it);
-      if (st && !IsTerminal(*st)) absl::StrAppend(&out, "h", it.h, " tag ", it.tag, " pending; ");
-    }
-    for (uint32_t h = 0; h < kHosts; ++h) {
-      if (w.host(h).engine == nullptr) continue;
-      const engine::SteppedEngine& e = *w.host(h).engine;
-      for (uint32_t k = 0; k < e.worker_count(); ++k)
-        for (const std::string& r : e.PendingReasons(k))
-          absl::StrAppend(&out, "h", h, " ", r, "; ");
-    }
-    return out;
-  }
-
-  // Counts a terminal (or dead) task once and checks a COMPLETED task's
-  // bytes. "" when right.
-  std::string Judge(Item& it) {
-    if (it.judged) return "";
-    const std::optional<TaskStatus> st = StatusOf(it);
-    if (st && !IsTerminal(*st)) return "";
-    it.judged = true;
-    if (!st) {
-      ++r_->tasks_dead;
-      return "";
-    }
-    ++r_->status[static_cast<size_t>(*st) & 7];
-    if (*st != TaskStatus::kCompleted) return "";
-    TwoEngines& w = *w_;
-    const uint32_t at_host = it.op == OpKind::kWrite ? 1 - it.h : it.h;
-    const uint64_t at_off = it.op == OpKind::kWrite ? it.remote_off : it.local_off;
-    const std::span<const uint8_t> got(w.host(at_host).buf.data() + at_off, it.len);
-    const size_t bad = sim::FirstNotAttributable(got, it.tag, 0);
-    if (bad == it.len) return "";
-    size_t bad_end = bad;
-    while (bad_end < it.len &&
-           sim::FirstNotAttributable(got.subspan(bad_end, 1), it.tag, bad_end) == 0)
-      ++bad_end;
-    return absl::StrCat("wrong bytes: COMPLETED ", it.op == OpKind::kWrite ? "WRITE" : "READ",
-                        " of h", it.h, " task ", w.tracked()[it.tracked].label, " tag ", it.tag,
-                        " (", it.len, " bytes): h", at_host, " bytes [", bad, ", ", bad_end,
-                        ") of the range are not the task's (first: 0x",
-                        absl::Hex(got[bad], absl::kZeroPad2), ")");
-  }
-
-  std::string Safe(std::string m) {
-    cls_ = FailureClass::kSafety;
-    return m;
-  }
-  std::string Live(std::string m) {
-    cls_ = FailureClass::kLiveness;
-    return m;
-  }
-  void Verdict(std::string m) {
-    // A safety violation seen by the oracle wins over whatever stopped the run.
-    if (cls_ == FailureClass::kLiveness) {
-      if (std::string v = w_->OracleAndViolations(); !v.empty()) {
-        cls_ = FailureClass::kSafety;
-        m = "oracle: " + v + " (then: " + m + ")";
-      }
-    }
-    r_->failure = m.empty() ? FailureClass::kNone : cls_;
-    r_->message = std::move(m);
-  }
-
-  void Collect() {
-    TwoEngines& w = *w_;
-    SwarmReport& r = *r_;
-    const sim::FabricStats& fs = w.fabric().stats();
-    for (size_t k = 0; k < sim::kFaultKinds; ++k) r.faults[k] = fs.faults[k];
-    const sim::NetCounters& nc = w.net().counters();
-    const WorldCounters& wc = w.world_counters();
-    auto fault = [&](sim::FaultKind k) -> uint64_t& { return r.faults[static_cast<size_t>(k)]; };
-    fault(sim::FaultKind::kPausedPeer) += wc.pauses;
-    fault(sim::FaultKind::kCtrlPartition) += wc.partitions;
-    fault(sim::FaultKind::kCtrlLoss) += nc.Dropped(sim::NetDrop::kLoss);
-    fault(sim::FaultKind::kCtrlDup) += nc.duplicated;
-    fault(sim::FaultKind::kCtrlReorder) += nc.reordered;
-    if (plan_.world.ctrl_rates) fault(sim::FaultKind::kCtrlDelay) += nc.sent;
-
-    for (const std::string& p : KnownProbes()) r.probes[p] = 0;
-    for (const SimObserver* o : w.observers())
-      for (const LifecycleRecord& rec : o->records()) {
-        if (rec.kind == "post") continue;  // one per WR: not a probe
-        ++r.probes[rec.kind];
-        r.names[base::Fnv1a64(rec.key)] = rec.key;
-      }
-    for (const engine::WorkerStats& s : w.worker_stats()) {
-      r.probes["w.stale_cqes"] += s.stale_cqes;
-      r.probes["w.zombie_escalations"] += s.zombie_escalations;
-      r.probes["w.cq_recreated"] += s.cq_recreated;
-      r.probes["w.evictions"] += s.evictions;
-      r.probes["w.timeout_retires"] += s.timeout_retires;
-      r.probes["w.stale_sweep_entries"] += s.stale_sweep_entries;
-    }
-    r.probes["rnic.retransmits"] += fs.retransmits;
-    r.probes["rnic.packets_dropped"] += fs.packets_dropped;
-    r.probes["world.start_attempts_failed"] += wc.start_attempts_failed;
-    r.probes["world.restarts"] += wc.restarts;
-    r.probes["world.device_events"] += wc.device_events;
-    for (const auto& [reason, n] : nc.dropped)
-      if (n != 0) r.probes[absl::StrCat("net.drop.", std::string(sim::NetDropName(reason)))] += n;
-    for (uint32_t h = 0; h < kHosts; ++h) {
-      const std::string& a = w.host(h).addr;
-      r.names[base::Fnv1a64(a)] = a;
-    }
-    r.trace_hash = w.trace_hash();
-    r.trace_entries = w.trace().entries();
-    r.end_ns = w.clock().NowNs();
-    if (o_.trace_record_max > 0) {
-      r.trace.assign(w.trace().record().begin(), w.trace().record().end());
-      r.actor_names = w.actor_names();
-    }
-  }
-
-  uint64_t seed_;
-  const SwarmOptions& o_;
-  const SwarmPlan& plan_;
-  SwarmReport* r_;
-  std::unique_ptr<TwoEngines> w_;
-  std::vector<Item> items_;
-  std::array<std::array<int32_t, kSlotsPerHost>, kHosts> slots_;  // item index or -1
-  std::array<PeerSegment, kHosts> segs_;
-  uint64_t round_ = 0;
-  uint64_t next_tag_ = 1;
-  std::string failure_;  // set by a round (runs inside the scheduler)
-  FailureClass cls_ = FailureClass::kNone;
-};
 
 }  // namespace
 
@@ -515,6 +126,7 @@ std::string WorldPlan::ToString() const {
 
 std::string SwarmPlan::ToString() const {
   std::string out = absl::StrCat("seed ", seed, " families ", families.ToString(), "\n");
+  if (shape.profile != WorldProfile::kFixed) absl::StrAppend(&out, shape.ToString());
   absl::StrAppend(&out, rnic.ToString(), world.ToString());
   absl::StrAppend(&out, "  schedule (", schedule.size(), " runner faults):");
   for (const WorldFault& f : schedule) absl::StrAppend(&out, "\n    ", f.ToString());
@@ -528,8 +140,12 @@ namespace {
 // the plan's chances, from schedule_p (restarts, pauses, partitions) and
 // device_p (device events); sorted by time (stable: draw order breaks
 // ties), ending with kStopFaults.
-std::vector<WorldFault> DrawSchedule(const WorldPlan& w, sim::Prng& schedule_p,
-                                     sim::Prng& device_p) {
+// A world of more than two hosts (the random profile) also draws each cut's
+// other side and each device event's NIC; the fixed world draws neither.
+std::vector<WorldFault> DrawSchedule(const WorldPlan& w, const WorldShape& shape,
+                                     sim::Prng& schedule_p, sim::Prng& device_p) {
+  const uint32_t hosts = shape.hosts;
+  const bool random = shape.profile == WorldProfile::kRandom;
   std::vector<WorldFault> out;
   // The schedule: per tick, per host, the chances above (each Chance is
   // drawn unconditionally so the schedule's draws do not depend on which
@@ -537,7 +153,7 @@ std::vector<WorldFault> DrawSchedule(const WorldPlan& w, sim::Prng& schedule_p,
   uint32_t restarts = 0;
   for (uint32_t t = 0; t < w.ticks; ++t) {
     const uint64_t at = uint64_t{t} * w.tick_ns + schedule_p.Below(w.tick_ns);
-    for (uint32_t h = 0; h < kHosts; ++h) {
+    for (uint32_t h = 0; h < hosts; ++h) {
       const bool r = schedule_p.Chance(w.restart);
       const bool pz = schedule_p.Chance(w.pause);
       if (r && restarts < w.restarts_max) {
@@ -547,21 +163,24 @@ std::vector<WorldFault> DrawSchedule(const WorldPlan& w, sim::Prng& schedule_p,
       if (pz) out.push_back(WorldFault{at, WorldFaultKind::kPause, h, w.pause_ns, {}});
     }
     const bool cut = schedule_p.Chance(w.partition);
-    const uint32_t from = static_cast<uint32_t>(schedule_p.Below(kHosts));
+    const uint32_t from = static_cast<uint32_t>(schedule_p.Below(hosts));
     const bool both = schedule_p.Below(2) == 1;
+    const uint32_t to = random ? static_cast<uint32_t>((from + schedule_p.Range(1, hosts - 1)) % hosts)
+                               : 1 - from;
     if (cut)
       out.push_back(WorldFault{at, WorldFaultKind::kPartition, from, w.partition_ns,
-                               both ? sim::PartitionDir::kBoth : sim::PartitionDir::kOneWay});
+                               both ? sim::PartitionDir::kBoth : sim::PartitionDir::kOneWay, to});
   }
   // Device events from their own stream (kept apart so the schedule above
   // is the same whether or not this family is on).
   for (uint32_t t = 0; t < w.ticks; ++t) {
     const uint64_t at = uint64_t{t} * w.tick_ns + device_p.Below(w.tick_ns);
-    for (uint32_t h = 0; h < kHosts; ++h) {
-      if (device_p.Chance(w.device_fatal))
-        out.push_back(WorldFault{at, WorldFaultKind::kDeviceFatal, h, 0, {}});
-      if (device_p.Chance(w.gid_change))
-        out.push_back(WorldFault{at, WorldFaultKind::kGidChange, h, 0, {}});
+    for (uint32_t h = 0; h < hosts; ++h) {
+      const bool fatal = device_p.Chance(w.device_fatal);
+      const bool gid = device_p.Chance(w.gid_change);
+      const uint32_t dev = random ? static_cast<uint32_t>(device_p.Below(shape.nics)) : 0;
+      if (fatal) out.push_back(WorldFault{at, WorldFaultKind::kDeviceFatal, h, 0, {}, 1, dev});
+      if (gid) out.push_back(WorldFault{at, WorldFaultKind::kGidChange, h, 0, {}, 1, dev});
     }
   }
   std::stable_sort(out.begin(), out.end(),
@@ -572,10 +191,11 @@ std::vector<WorldFault> DrawSchedule(const WorldPlan& w, sim::Prng& schedule_p,
 
 }  // namespace
 
-SwarmPlan DrawSwarmPlan(uint64_t seed, const SwarmFamilies& families) {
+SwarmPlan DrawSwarmPlan(uint64_t seed, const SwarmFamilies& families, WorldProfile profile) {
   SwarmPlan p;
   p.seed = seed;
   p.families = families;
+  p.shape = ShapeOf(profile, seed);
   sim::Prng prng(seed * 7919 + 1);
   p.rnic = sim::FaultPlan::Draw(prng);
   // One fork per runner family, in a fixed order, each always drawn.
@@ -633,7 +253,7 @@ SwarmPlan DrawSwarmPlan(uint64_t seed, const SwarmFamilies& families) {
     w.device_fatal = fatal_rate;
     w.gid_change = gid_rate;
   }
-  p.schedule = DrawSchedule(w, schedule_p, device_p);
+  p.schedule = DrawSchedule(w, p.shape, schedule_p, device_p);
   return p;
 }
 
@@ -656,14 +276,54 @@ std::vector<std::string> KnownProbes() {
   return out;
 }
 
-SwarmReport RunSwarm(uint64_t seed, const SwarmOptions& options) {
-  SwarmReport r;
-  r.seed = seed;
-  const SwarmPlan plan = DrawSwarmPlan(seed, options.families);
-  r.plan_text = plan.ToString();
-  Run run(seed, options, plan, &r);
-  run.Go();
-  return r;
+void CollectReport(TwoEngines& w, const SwarmPlan& plan, size_t trace_record_max,
+                 SwarmReport* report) {
+  SwarmReport& r = *report;
+  const sim::FabricStats& fs = w.fabric().stats();
+  for (size_t k = 0; k < sim::kFaultKinds; ++k) r.faults[k] = fs.faults[k];
+  const sim::NetCounters& nc = w.net().counters();
+  const WorldCounters& wc = w.world_counters();
+  auto fault = [&](sim::FaultKind k) -> uint64_t& { return r.faults[static_cast<size_t>(k)]; };
+  fault(sim::FaultKind::kPausedPeer) += wc.pauses;
+  fault(sim::FaultKind::kCtrlPartition) += wc.partitions;
+  fault(sim::FaultKind::kCtrlLoss) += nc.Dropped(sim::NetDrop::kLoss);
+  fault(sim::FaultKind::kCtrlDup) += nc.duplicated;
+  fault(sim::FaultKind::kCtrlReorder) += nc.reordered;
+  if (plan.world.ctrl_rates) fault(sim::FaultKind::kCtrlDelay) += nc.sent;
+
+  for (const std::string& p : KnownProbes()) r.probes[p] = 0;
+  for (const SimObserver* o : w.observers())
+    for (const LifecycleRecord& rec : o->records()) {
+      if (rec.kind == "post") continue;  // one per WR: not a probe
+      ++r.probes[rec.kind];
+      r.names[base::Fnv1a64(rec.key)] = rec.key;
+    }
+  for (const engine::WorkerStats& s : w.worker_stats()) {
+    r.probes["w.stale_cqes"] += s.stale_cqes;
+    r.probes["w.zombie_escalations"] += s.zombie_escalations;
+    r.probes["w.cq_recreated"] += s.cq_recreated;
+    r.probes["w.evictions"] += s.evictions;
+    r.probes["w.timeout_retires"] += s.timeout_retires;
+    r.probes["w.stale_sweep_entries"] += s.stale_sweep_entries;
+  }
+  r.probes["rnic.retransmits"] += fs.retransmits;
+  r.probes["rnic.packets_dropped"] += fs.packets_dropped;
+  r.probes["world.start_attempts_failed"] += wc.start_attempts_failed;
+  r.probes["world.restarts"] += wc.restarts;
+  r.probes["world.device_events"] += wc.device_events;
+  for (const auto& [reason, n] : nc.dropped)
+    if (n != 0) r.probes[absl::StrCat("net.drop.", std::string(sim::NetDropName(reason)))] += n;
+  for (uint32_t h = 0; h < w.host_count(); ++h) {
+    const std::string& a = w.host(h).addr;
+    r.names[base::Fnv1a64(a)] = a;
+  }
+  r.trace_hash = w.trace_hash();
+  r.trace_entries = w.trace().entries();
+  r.end_ns = w.clock().NowNs();
+  if (trace_record_max > 0) {
+    r.trace.assign(w.trace().record().begin(), w.trace().record().end());
+    r.actor_names = w.actor_names();
+  }
 }
 
 }  // namespace ferry::simworld

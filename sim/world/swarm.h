@@ -46,6 +46,7 @@
 #include "sim/prng.h"
 #include "sim/rnic/fault_plan.h"
 #include "sim/trace.h"
+#include "sim/world/swarm_shape.h"
 #include "sim/world/two_engines.h"
 
 namespace ferry::simworld {
@@ -92,6 +93,7 @@ struct WorldPlan {
 struct SwarmPlan {
   uint64_t seed = 0;
   SwarmFamilies families;
+  WorldShape shape;  // the fixed world, or the random profile's draw
   sim::FaultPlan rnic;  // external kinds (peer_restart, paused_peer, ctrl_*) off:
                         // the runner applies those from `world`
   WorldPlan world;
@@ -99,12 +101,16 @@ struct SwarmPlan {
   std::string ToString() const;
 };
 
-SwarmPlan DrawSwarmPlan(uint64_t seed, const SwarmFamilies& families);
+SwarmPlan DrawSwarmPlan(uint64_t seed, const SwarmFamilies& families,
+                        WorldProfile profile = WorldProfile::kFixed);
 
 enum class FailureClass : uint8_t { kNone, kSafety, kLiveness };
 std::string_view FailureClassName(FailureClass c);
 
 struct SwarmOptions {
+  // kFixed: the two-host world the named regressions replay on; kRandom:
+  // the world drawn from the seed (swarm_shape.h).
+  WorldProfile profile = WorldProfile::kFixed;
   SwarmFamilies families;
   base::Mutations mutations;  // effective only in the *_mut build
   size_t trace_record_max = 0;
@@ -122,6 +128,10 @@ struct SwarmReport {
   std::map<std::string, uint64_t> probes;           // every known probe, 0 if not hit
   std::array<uint64_t, 8> status{};                 // judged tasks by terminal status
   uint64_t tasks_dead = 0;                          // died with a restarted process
+  WorldShape shape;
+  uint64_t c8_probes = 0;   // C8 refusals asserted (FreeBatch, Unregister, CloseSegment)
+  uint64_t cancels = 0;     // Cancel calls the workload made
+  uint64_t wave2_attempts = 0;  // random profile: liveness transfers submitted
   uint64_t trace_hash = 0;
   uint64_t trace_entries = 0;
   uint64_t end_ns = 0;
@@ -132,6 +142,11 @@ struct SwarmReport {
 };
 
 SwarmReport RunSwarm(uint64_t seed, const SwarmOptions& options);
+
+// Fills a report's faults, probes, names, hash and trace from a finished
+// world (swarm_run.cc calls it at the end of every run).
+void CollectReport(TwoEngines& w, const SwarmPlan& plan, size_t trace_record_max,
+                   SwarmReport* report);
 
 // Probe names every report lists (lifecycle records, worker, RNIC, network
 // and runner counters).

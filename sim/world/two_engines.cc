@@ -143,27 +143,34 @@ TwoEngines::TwoEngines(uint64_t seed, sim::NetPlan plan, const base::Mutations& 
                        EngineConfig config, sim::FabricConfig fabric_config, WorldOptions options)
     : trace_(options.trace_record_max),
       root_(seed),
-      fabric_(fabric_config, root_.Fork(), &clock_, &trace_),
+      fabric_(Shaped(fabric_config, options), root_.Fork(), &clock_, &trace_),
       net_(root_.Fork(), &clock_, &trace_, plan),
       sched_(root_.Fork(), &clock_, &trace_),
       mutations_(mutations),
       config_(config),
-      net_plan_(plan) {
-  config_.devices = {"sim0"};
-  for (uint32_t h = 0; h < kHosts; ++h) {
+      net_plan_(plan),
+      devices_per_host_(options.devices_per_host),
+      hosts_(options.hosts),
+      last_timeout_(options.hosts, -1) {
+  FERRY_CHECK(options.hosts >= 2 && options.hosts <= kHostsMax);
+  FERRY_CHECK(options.devices_per_host >= 1 && options.devices_per_host <= kDevicesPerHostMax);
+  config_.devices.clear();
+  for (uint32_t d = 0; d < options.devices_per_host; ++d)
+    config_.devices.push_back(absl::StrCat("sim", d));
+  for (uint32_t h = 0; h < host_count(); ++h) {
     hosts_[h].addr = absl::StrCat("h", h, ":1000");
-    hosts_[h].buf.assign(kBufBytes, 0);
+    hosts_[h].buf.assign(options.buf_bytes, 0);
   }
   sched_.AddActor(&fabric_);
   actor_names_.push_back("rnic");
   sched_.AddActor(&net_);
   actor_names_.push_back("net");
-  for (uint32_t h = 0; h < kHosts; ++h) {
+  for (uint32_t h = 0; h < host_count(); ++h) {
     for (size_t i = 0; i < config_.workers + 2; ++i) {
       std::string name = i < config_.workers    ? absl::StrCat("h", h, "/worker", i)
                          : i == config_.workers ? absl::StrCat("h", h, "/listener")
                                                 : absl::StrCat("h", h, "/async");
-      slots_.push_back(std::make_unique<SlotActor>(&hosts_[h], i, name));
+      slots_.push_back(std::make_unique<SlotActor>(&hosts_[h], i, name, h, &stepped_host_));
       actor_names_.push_back(std::move(name));
     }
   }
@@ -173,7 +180,7 @@ TwoEngines::TwoEngines(uint64_t seed, sim::NetPlan plan, const base::Mutations& 
   actor_names_.push_back("world");
   sched_.MakePlan(sim::PickMode::kUniform);
   MainScope main(this);
-  for (uint32_t h = 0; h < kHosts; ++h) {
+  for (uint32_t h = 0; h < host_count(); ++h) {
     absl::Status s = StartWithRetries(h);
     if (!s.ok() && start_failure_.empty())
       start_failure_ = absl::StrCat("h", h, " did not come up: ", s.ToString());
@@ -182,6 +189,12 @@ TwoEngines::TwoEngines(uint64_t seed, sim::NetPlan plan, const base::Mutations& 
 
 TwoEngines::~TwoEngines() = default;
 
+sim::FabricConfig TwoEngines::Shaped(sim::FabricConfig fc, const WorldOptions& o) {
+  fc.hosts = o.hosts;
+  fc.devices_per_host = o.devices_per_host;
+  return fc;
+}
+
 sim::FabricConfig TwoEngines::MakeFabricConfig() {
   sim::FabricConfig fc;
   fc.hosts = kHosts;
@@ -189,7 +202,7 @@ sim::FabricConfig TwoEngines::MakeFabricConfig() {
 }
 
 absl::Status TwoEngines::Start(uint32_t h) {
-  FERRY_CHECK_LT(h, kHosts);
+  FERRY_CHECK_LT(h, host_count());
   HostState& hs = hosts_[h];
   if (hs.net == nullptr) {
     auto bound = net_.Bind(hs.addr);
@@ -235,7 +248,7 @@ absl::Status TwoEngines::StartWithRetries(uint32_t h, uint32_t attempts_max) {
 }
 
 absl::Status TwoEngines::Restart(uint32_t h) {
-  FERRY_CHECK_LT(h, kHosts);
+  FERRY_CHECK_LT(h, host_count());
   MainScope main(this);
   HostState& hs = hosts_[h];
   if (hs.paused) Resume(h);
@@ -317,17 +330,23 @@ void TwoEngines::ApplyFault(const WorldFault& f) {
       Resume(f.host);
       return;
     case WorldFaultKind::kPartition: {
-      const uint32_t from = f.host % kHosts;
-      FERRY_CHECK(net_.Partition(hosts_[from].addr, hosts_[1 - from].addr, f.dir).ok());
+      const uint32_t from = f.host % host_count();
+      const uint32_t to = host_count() == 2 ? 1 - from : f.peer % host_count();
+      if (from == to) return;
+      FERRY_CHECK(net_.Partition(hosts_[from].addr, hosts_[to].addr, f.dir).ok());
       ++counters_.partitions;
       WorldFault r;
       r.at_ns = now + f.duration_ns;
       r.kind = WorldFaultKind::kHeal;
+      // (Two hosts: the heal names h0 and h1, as the fixed world's traces have it.)
+      r.host = host_count() == 2 ? 0 : from;
+      r.peer = host_count() == 2 ? 1 : to;
       ScheduleFaults({r});
       return;
     }
     case WorldFaultKind::kHeal:
-      FERRY_CHECK(net_.Heal(hosts_[0].addr, hosts_[1].addr).ok());
+      FERRY_CHECK(net_.Heal(hosts_[f.host % host_count()].addr, hosts_[f.peer % host_count()].addr)
+                      .ok());
       return;
     case WorldFaultKind::kDeviceFatal:
     case WorldFaultKind::kGidChange: {
@@ -338,7 +357,7 @@ void TwoEngines::ApplyFault(const WorldFault& f) {
                                                        : sim::FaultKind::kGidChange;
       sf.target.kind = sim::TargetKind::kDevice;
       sf.target.host = f.host;
-      sf.target.device = "sim0";
+      sf.target.device = absl::StrCat("sim", f.device % devices_per_host_);
       if (fabric_.Inject(sf).ok()) ++counters_.device_events;
       return;
     }
@@ -359,7 +378,7 @@ void TwoEngines::StopFaults() {
     ++counters_.faults_dropped_at_stop;
     it = faults_.erase(it);
   }
-  for (uint32_t h = 0; h < kHosts; ++h) Resume(h);
+  for (uint32_t h = 0; h < host_count(); ++h) Resume(h);
   net_.HealAll();
   sim::NetPlan clean;
   clean.inbound_max = net_plan_.inbound_max;
@@ -374,6 +393,7 @@ bool TwoEngines::RunUntil(const std::function<bool()>& done, uint64_t time_max_n
         return done();
       },
       5'000'000, clock_.NowNs() + time_max_ns);
+  OracleSweep();
   last_run_ = r;
   return r.outcome == sim::RunOutcome::kDone;
 }
@@ -395,6 +415,7 @@ SubmitResult TwoEngines::Submit(uint32_t h, BatchId batch, const std::vector<Req
     FERRY_CHECK(t.task != nullptr);
     t.slice_final.assign(t.task->slice_count(), false);
     fabric_.shadow().Claim(t.addr, t.len, t.label, absl::StrCat("h", h, " task ", t.label));
+    open_.push_back(tracked_.size());
     tracked_.push_back(std::move(t));
   }
   return sr;
@@ -443,60 +464,90 @@ absl::Status TwoEngines::Cancel(uint32_t h, TaskId id) {
 
 void TwoEngines::OracleStep() {
   if (!oracle_failure_.empty()) return;
-  for (Tracked& t : tracked_) {
-    if (t.dead || !Alive(t.host)) continue;
-    const TaskStatus st = t.task->status();
-    // C2: nothing of a latched task is posted again. A latch the oracle
-    // did not see happen (a shutdown's cancel) is marked when first seen.
-    if (t.published == TaskStatus::kPending && t.task->latched().has_value()) {
-      if (!t.latch_mark) t.latch_mark = fabric_.stats().wrs_posted;
-      sim::Fabric::WrFilter after;
-      after.posted_from = *t.latch_mark;
-      if (std::string who = fabric_.UnconsumedWrOn(t.addr, t.len, after); !who.empty())
-        Fail(absl::StrCat("posted_after_latch: task ", t.label, " latched ",
-                          std::string(TaskStatusName(*t.task->latched())), " and then ", who,
-                          " was posted on its buffer"));
-    }
-    for (uint32_t i = 0; i < t.task->slice_count(); ++i) {
-      const bool fin = t.task->slice(i).Load().final();
-      if (t.slice_final[i] && !fin)
-        Fail(absl::StrCat("task ", t.label, " slice ", i, " left its final state"));
-      t.slice_final[i] = fin;
-    }
-    if (t.published == TaskStatus::kPending) {
-      if (IsTerminal(st)) {
-        t.published = st;
-        t.publish_ns = clock_.NowNs();
-        if (hosts_[t.host].obs != nullptr)
-          hosts_[t.host].obs->RecordOracle("publish", absl::StrCat("task ", t.label),
-                                           static_cast<uint64_t>(st), t.label);
-        // C1 ground truth: every WR on the buffer has its completion
-        // consumed, or its QP is gone.
-        if (std::string who = fabric_.UnconsumedWrOn(t.addr, t.len); !who.empty())
-          Fail(absl::StrCat("published_without_evidence: task ", t.label, " published ",
-                            std::string(TaskStatusName(st)), " while ", who,
-                            " on its buffer has no consumed completion"));
-        fabric_.shadow().Release(t.addr, t.len);
-      }
-    } else if (st != t.published) {
-      Fail(absl::StrCat("task ", t.label,
-                        " published twice: ", std::string(TaskStatusName(t.published)), " then ",
-                        std::string(TaskStatusName(st))));
-    }
+  // Every step judges the tasks not yet published; every kFullSweepSteps
+  // steps (and at the end of each RunUntil) every task, published ones too
+  // (a status that changes after publish, a slice leaving its final state).
+  if (++oracle_steps_ % kFullSweepSteps == 0) {
+    OracleSweep();
+    return;
   }
-  for (uint32_t h = 0; h < kHosts; ++h) {
+  size_t keep = 0;
+  for (size_t i : open_) {
+    Tracked& t = tracked_[i];
+    CheckTracked(t);
+    if (!t.dead && t.published == TaskStatus::kPending) open_[keep++] = i;
+  }
+  open_.resize(keep);
+  // A step of one host's actor changes only that host's ledgers and CQs;
+  // any other step (the RNIC, the network, the world) may change any.
+  const int64_t stepped = stepped_host_;
+  stepped_host_ = -1;
+  CheckQuotas(stepped);
+}
+
+void TwoEngines::OracleSweep() {
+  if (!oracle_failure_.empty()) return;
+  for (Tracked& t : tracked_) CheckTracked(t);
+  CheckQuotas();
+}
+
+void TwoEngines::CheckTracked(Tracked& t) {
+  if (t.dead || !Alive(t.host)) return;
+  const TaskStatus st = t.task->status();
+  // C2: nothing of a latched task is posted again. A latch the oracle
+  // did not see happen (a shutdown's cancel) is marked when first seen.
+  if (t.published == TaskStatus::kPending && t.task->latched().has_value()) {
+    if (!t.latch_mark) t.latch_mark = fabric_.stats().wrs_posted;
+    sim::Fabric::WrFilter after;
+    after.posted_from = *t.latch_mark;
+    if (std::string who = fabric_.UnconsumedWrOn(t.addr, t.len, after); !who.empty())
+      Fail(absl::StrCat("posted_after_latch: task ", t.label, " latched ",
+                        std::string(TaskStatusName(*t.task->latched())), " and then ", who,
+                        " was posted on its buffer"));
+  }
+  for (uint32_t i = 0; i < t.task->slice_count(); ++i) {
+    const bool fin = t.task->slice(i).Load().final();
+    if (t.slice_final[i] && !fin)
+      Fail(absl::StrCat("task ", t.label, " slice ", i, " left its final state"));
+    t.slice_final[i] = fin;
+  }
+  if (t.published == TaskStatus::kPending) {
+    if (IsTerminal(st)) {
+      t.published = st;
+      t.publish_ns = clock_.NowNs();
+      if (hosts_[t.host].obs != nullptr)
+        hosts_[t.host].obs->RecordOracle("publish", absl::StrCat("task ", t.label),
+                                         static_cast<uint64_t>(st), t.label);
+      // C1 ground truth: every WR on the buffer has its completion
+      // consumed, or its QP is gone.
+      if (std::string who = fabric_.UnconsumedWrOn(t.addr, t.len); !who.empty())
+        Fail(absl::StrCat("published_without_evidence: task ", t.label, " published ",
+                          std::string(TaskStatusName(st)), " while ", who,
+                          " on its buffer has no consumed completion"));
+      fabric_.shadow().Release(t.addr, t.len);
+    }
+  } else if (st != t.published) {
+    Fail(absl::StrCat("task ", t.label,
+                      " published twice: ", std::string(TaskStatusName(t.published)), " then ",
+                      std::string(TaskStatusName(st))));
+  }
+}
+
+void TwoEngines::CheckQuotas(int64_t host) {
+  for (uint32_t h = 0; h < host_count(); ++h) {
+    if (host >= 0 && h != static_cast<uint64_t>(host)) continue;
     HostState& hs = hosts_[h];
     if (!Alive(h)) continue;
-    for (const engine::QuotaView& q : hs.engine->Quotas()) {
+    hs.engine->ForEachQuota([&](const engine::QuotaView& q) {
       auto truth = fabric_.TruthOf(q.cq);
-      if (!truth.ok() || truth->errored) continue;
+      if (!truth.ok() || truth->errored) return;
       const uint64_t reserved = static_cast<uint64_t>(q.reserved);
       max_quota_ = std::max(max_quota_, reserved);
       if (truth->present + truth->producible > reserved || reserved > truth->capacity)
         Fail(absl::StrCat("quota: h", h, " w", q.worker, " cq ", q.cq.id,
                           " present=", truth->present, " producible=", truth->producible,
                           " reserved=", reserved, " capacity=", truth->capacity));
-    }
+    });
   }
 }
 
@@ -554,13 +605,13 @@ absl::StatusOr<SegmentHandle> TwoEngines::Open(uint32_t from, uint32_t to) {
 std::string TwoEngines::ShutdownAndCheckLeaks() {
   {
     MainScope main(this);
-    for (uint32_t h = 0; h < kHosts; ++h) Resume(h);
-    for (uint32_t h = 0; h < kHosts; ++h)
+    for (uint32_t h = 0; h < host_count(); ++h) Resume(h);
+    for (uint32_t h = 0; h < host_count(); ++h)
       if (Alive(h)) hosts_[h].engine->BeginShutdown();
   }
   const bool drained = RunUntil(
       [&] {
-        for (uint32_t h = 0; h < kHosts; ++h)
+        for (uint32_t h = 0; h < host_count(); ++h)
           if (Alive(h) && !hosts_[h].engine->WorkersDrained()) return false;
         return true;
       },
@@ -570,7 +621,7 @@ std::string TwoEngines::ShutdownAndCheckLeaks() {
     out +=
         absl::StrCat("workers did not drain (", std::string(sim::RunOutcomeName(last_run_.outcome)),
                      " ", last_run_.detail, "): ");
-    for (uint32_t h = 0; h < kHosts; ++h) {
+    for (uint32_t h = 0; h < host_count(); ++h) {
       if (!Alive(h)) continue;
       HostState& hs = hosts_[h];
       for (uint32_t w = 0; w < hs.engine->worker_count(); ++w) {
@@ -582,7 +633,7 @@ std::string TwoEngines::ShutdownAndCheckLeaks() {
     }
   }
   MainScope main(this);
-  for (uint32_t h = 0; h < kHosts; ++h) {
+  for (uint32_t h = 0; h < host_count(); ++h) {
     if (!Alive(h)) continue;
     HostState& hs = hosts_[h];
     hs.rt->Stop();

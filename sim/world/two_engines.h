@@ -98,10 +98,16 @@ struct HostState {
 // when the runtime is dead, or while the host is paused).
 class SlotActor final : public sim::Actor {
  public:
-  SlotActor(HostState* h, size_t i, std::string name) : h_(h), i_(i), name_(std::move(name)) {}
+  // `stepped` is set to `host` at each step (the oracle then checks that
+  // host's quotas only: no other host's ledger or CQs change in its step).
+  SlotActor(HostState* h, size_t i, std::string name, uint32_t host, int64_t* stepped)
+      : h_(h), i_(i), name_(std::move(name)), host_(host), stepped_(stepped) {}
   std::string_view name() const override { return name_; }
   bool Runnable() override { return A() != nullptr && A()->Runnable(); }
-  uint64_t Step() override { return A()->Step(); }
+  uint64_t Step() override {
+    *stepped_ = host_;
+    return A()->Step();
+  }
   std::optional<uint64_t> NextWakeNs() override {
     return A() == nullptr ? std::nullopt : A()->NextWakeNs();
   }
@@ -112,6 +118,8 @@ class SlotActor final : public sim::Actor {
   HostState* h_;
   size_t i_;
   std::string name_;
+  uint32_t host_;
+  int64_t* stepped_;
 };
 
 // A fault the runner (not the RNIC) applies to the world at a virtual time.
@@ -133,6 +141,10 @@ struct WorldFault {
   uint32_t host = 0;  // kRestart, kPause, kResume; for kPartition: the cut's source
   uint64_t duration_ns = 0;
   sim::PartitionDir dir = sim::PartitionDir::kBoth;
+  // kPartition, kHeal: the other side of the cut (only used in worlds of more
+  // than two hosts; with two it is the source's peer).
+  uint32_t peer = 1;
+  uint32_t device = 0;  // kDeviceFatal, kGidChange: sim<device> of the host
   std::string ToString() const;
 };
 
@@ -149,7 +161,15 @@ struct WorldCounters {
 struct WorldOptions {
   // Trace entries kept for a readable replay (0: hash only).
   size_t trace_record_max = 0;
+  // The world's shape: hosts h0..h<hosts-1>, each with NICs sim0..sim<n-1>
+  // (the engines use every NIC: multi-rail striping), and each host's
+  // registered buffer. The defaults are the fixed two-host world.
+  uint32_t hosts = kHosts;
+  uint32_t devices_per_host = 1;
+  size_t buf_bytes = kBufBytes;
 };
+inline constexpr uint32_t kHostsMax = 8;
+inline constexpr uint32_t kDevicesPerHostMax = 4;
 
 class TwoEngines {
  public:
@@ -214,6 +234,9 @@ class TwoEngines {
   // (key "task <label>", a: 1 when accepted) in host h's event order.
   absl::Status Cancel(uint32_t h, TaskId id);
   void OracleStep();
+  // Every tracked task and every quota, now (OracleStep does this every
+  // kFullSweepSteps steps; RunUntil at its end).
+  void OracleSweep();
   void Fail(std::string why);
   const std::string& oracle_failure() const { return oracle_failure_; }
   const std::vector<Tracked>& tracked() const { return tracked_; }
@@ -242,6 +265,8 @@ class TwoEngines {
   std::vector<engine::WorkerStats> worker_stats() const;
 
   HostState& host(uint32_t h) { return hosts_[h]; }
+  uint32_t host_count() const { return static_cast<uint32_t>(hosts_.size()); }
+  uint32_t devices_per_host() const { return devices_per_host_; }
   sim::Fabric& fabric() { return fabric_; }
   sim::SimNetwork& net() { return net_; }
   sim::VirtualClock& clock() { return clock_; }
@@ -251,6 +276,11 @@ class TwoEngines {
  private:
   class FaultActor;
   class MainScope;
+  static sim::FabricConfig Shaped(sim::FabricConfig fc, const WorldOptions& o);
+  static constexpr uint64_t kFullSweepSteps = 256;
+  void CheckTracked(Tracked& t);
+  // Quotas vs ground truth of one host (host >= 0) or of every host.
+  void CheckQuotas(int64_t host = -1);
   void ApplyFault(const WorldFault& f);
   void OnEngineEvent(uint32_t h, const LifecycleRecord& r, const engine::Task* task);
   void StopFaults();
@@ -268,7 +298,8 @@ class TwoEngines {
   base::Mutations mutations_;
   EngineConfig config_;
   sim::NetPlan net_plan_;
-  HostState hosts_[kHosts];
+  uint32_t devices_per_host_ = 1;
+  std::vector<HostState> hosts_;  // sized once at construction (slots point into it)
   std::vector<std::unique_ptr<SlotActor>> slots_;
   std::unique_ptr<FaultActor> fault_actor_;
   std::vector<std::string> actor_names_;
@@ -279,10 +310,13 @@ class TwoEngines {
   uint32_t restarts_ = 0;
   sim::RunResult last_run_;
   std::vector<Tracked> tracked_;
+  std::vector<size_t> open_;  // tracked_ indices not yet published (nor dead)
+  uint64_t oracle_steps_ = 0;
+  int64_t stepped_host_ = -1;  // the host whose actor ran the last step, -1: another actor
   std::string oracle_failure_;
   std::string start_failure_;
   uint64_t max_quota_ = 0;
-  int64_t last_timeout_[kHosts] = {-1, -1};  // tracked_ index of each host's last "timeout" task
+  std::vector<int64_t> last_timeout_;  // per host: tracked_ index of its last "timeout" task, or -1
   // Runner faults and driver calls by (at_ns, insertion seq).
   struct Pending {
     WorldFault fault;
@@ -305,6 +339,17 @@ inline Request MakeReq(TwoEngines& w, uint32_t from, SegmentHandle seg, OpKind o
   r.length_bytes = len;
   r.segment = seg;
   r.remote_addr = reinterpret_cast<uint64_t>(w.host(1 - from).buf.data()) + remote_off;
+  return r;
+}
+// A request from host `from` to host `to`.
+inline Request MakeReqTo(TwoEngines& w, uint32_t from, uint32_t to, SegmentHandle seg, OpKind op,
+                         uint64_t local_off, uint64_t remote_off, uint64_t len) {
+  Request r;
+  r.opcode = op;
+  r.local_addr = reinterpret_cast<uint64_t>(w.host(from).buf.data()) + local_off;
+  r.length_bytes = len;
+  r.segment = seg;
+  r.remote_addr = reinterpret_cast<uint64_t>(w.host(to).buf.data()) + remote_off;
   return r;
 }
 // Writes attributable bytes of `tag` (sim/rnic/shadow_memory.h) into host h.

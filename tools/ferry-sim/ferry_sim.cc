@@ -109,6 +109,7 @@ struct Args {
   bool single = false;
   Mode mode = Mode::kSwarm;
   simworld::SwarmFamilies families;
+  simworld::WorldProfile profile = simworld::WorldProfile::kRandom;
   bool trace = false, trace_draws = false, trace_steps = false;
   size_t trace_max = 400'000;
   std::string perfetto;
@@ -262,6 +263,11 @@ std::string ParseArgs(int argc, char** argv, Args* a, bool* help) {
       auto f = simworld::SwarmFamilies::Parse(v);
       if (!f.ok()) return std::string(f.status().message());
       a->families = *f;
+    } else if (arg == "--profile") {
+      if (!value(&v)) return "--profile needs fixed or random";
+      auto p = simworld::ParseWorldProfile(v);
+      if (!p.ok()) return std::string(p.status().message());
+      a->profile = *p;
     } else if (arg == "--trace") {
       a->trace = true;
     } else if (arg == "--trace-draws") {
@@ -302,6 +308,8 @@ std::string ReplayCommand(const char* argv0, const Args& a, uint64_t seed) {
   std::string cmd;
   if (!a.mutation_name.empty()) absl::StrAppend(&cmd, "FERRY_MUTATION=", a.mutation_name, " ");
   absl::StrAppend(&cmd, argv0, " --seed ", seed);
+  if (a.profile != Args{}.profile)
+    absl::StrAppend(&cmd, " --profile ", AV(simworld::WorldProfileName(a.profile)));
   if (!(a.families == simworld::SwarmFamilies{}))
     absl::StrAppend(&cmd, " --families ", a.families.ToString());
   if (a.round_ns != Args{}.round_ns) absl::StrAppend(&cmd, " --round-ns ", a.round_ns);
@@ -314,6 +322,7 @@ std::string ReplayCommand(const char* argv0, const Args& a, uint64_t seed) {
 
 SeedResult RunSeed(uint64_t seed, const Args& a, size_t trace_record_max) {
   simworld::SwarmOptions o;
+  o.profile = a.profile;
   o.families = a.families;
   o.mutations = a.mutations;
   o.trace_record_max = trace_record_max;
@@ -479,7 +488,7 @@ SeedResult RunSeedForked(uint64_t seed, const Args& a) {
                                              strsignal(WTERMSIG(status)), ")")
                               : absl::StrCat("exited with status ", WEXITSTATUS(status));
   r.message = absl::StrCat(how, tail.empty() ? "" : ": ", tail);
-  r.report.plan_text = simworld::DrawSwarmPlan(seed, a.families).ToString();
+  r.report.plan_text = simworld::DrawSwarmPlan(seed, a.families, a.profile).ToString();
   return r;
 }
 
@@ -633,7 +642,7 @@ int Sweep(const char* argv0, const Args& a) {
 int Single(const char* argv0, const Args& a) {
   InstallCrashHandlers();
   NoteRunning(argv0, a, a.first);
-  std::printf("%s", simworld::DrawSwarmPlan(a.first, a.families).ToString().c_str());
+  std::printf("%s", simworld::DrawSwarmPlan(a.first, a.families, a.profile).ToString().c_str());
   if (!a.mutation_name.empty()) std::printf("mutation: %s\n", a.mutation_name.c_str());
   std::fflush(stdout);
   const bool record = a.trace || !a.perfetto.empty();
