@@ -42,6 +42,8 @@ enum class Mutation : uint32_t {
   kEngineC2RepostLatched,  // engine: a flushed slice of a timed-out (or canceled) task is reposted
   kEngineC4ReleaseFailedDestroy,  // engine: a QP's quota is released at a sweep whose destroy
                                   // failed
+  kEngineStaleCqeAnyGeneration,   // engine: a CQE is applied to its slot whatever its generation
+  kEngineFailPublishesEarly,      // engine: a failed slice publishes FAILED while others are queued
   kCount,
 };
 
@@ -115,6 +117,10 @@ inline std::string_view MutationName(Mutation m) {
       return "engine_c2_repost_latched";
     case Mutation::kEngineC4ReleaseFailedDestroy:
       return "engine_c4_release_failed_destroy";
+    case Mutation::kEngineStaleCqeAnyGeneration:
+      return "engine_stale_cqe_any_generation";
+    case Mutation::kEngineFailPublishesEarly:
+      return "engine_fail_publishes_early";
     case Mutation::kCount:
       break;
   }

@@ -132,6 +132,13 @@ uint32_t SteppedEngine::OwnerOf(uint32_t context, std::string_view peer_path) co
   FERRY_CHECK(context < impl_->contexts().size());
   return impl_->OwnerOf(context, std::string(peer_path));
 }
+std::optional<SteppedEngine::PeerRecord> SteppedEngine::PeerRecordOf(
+    uint32_t w, uint32_t context, std::string_view peer_path) const {
+  const Endpoint* ep = FindEndpoint(w, context, peer_path);
+  if (ep == nullptr || !ep->peer().has_value()) return std::nullopt;
+  return PeerRecord{ep->state() == EndpointState::kReady, ep->peer()->incarnation,
+                    ep->peer()->generation};
+}
 const Endpoint* SteppedEngine::FindEndpoint(uint32_t w, uint32_t context,
                                             std::string_view peer_path) const {
   FERRY_CHECK(w < worker_count());

@@ -143,6 +143,15 @@ class SteppedEngine {
   uint32_t OwnerOf(uint32_t context, std::string_view peer_path) const;
   // The non-retiring endpoint of that key on worker w, if any.
   const Endpoint* FindEndpoint(uint32_t w, uint32_t context, std::string_view peer_path) const;
+  // What that endpoint recorded of its peer (nullopt: no endpoint, or no
+  // peer recorded yet), for readers that may not see engine/endpoint.h.
+  struct PeerRecord {
+    bool ready = false;
+    uint64_t incarnation = 0;
+    uint64_t generation = 0;
+  };
+  std::optional<PeerRecord> PeerRecordOf(uint32_t w, uint32_t context,
+                                         std::string_view peer_path) const;
   // Control messages the listener rejected as malformed or hostile.
   uint64_t ListenerRejected() const;
   // Verbs handles created and not released (C9), and their report.

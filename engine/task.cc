@@ -69,12 +69,18 @@ std::optional<TaskStatus> Task::OnSliceFinal(bool failed) {
     TaskWord w = TaskWord::Unpack(raw);
     FERRY_CHECK_GT(w.unresolved, 0u);  // each slice is final once
     const bool early = w.published != TaskStatus::kPending;
-    // Only the C1 mutation can have published before the last slice.
-    FERRY_CHECK(!early ||
-                (mutations_ != nullptr && mutations_->on(base::Mutation::kEngineC1EarlyPublish)));
+    // Only the C1 mutation (or the fail-early one) can have published before
+    // the last slice.
+    FERRY_CHECK(!early || (mutations_ != nullptr &&
+                           (mutations_->on(base::Mutation::kEngineC1EarlyPublish) ||
+                            mutations_->on(base::Mutation::kEngineFailPublishesEarly))));
     --w.unresolved;
     w.failed = w.failed || failed;
-    const bool publish = w.unresolved == 0 && !early;
+    // Test-only: the bug of publishing FAILED at the first failed slice, its
+    // other slices still queued or posted (they are posted after publish).
+    const bool fail_early = failed && !early && mutations_ != nullptr &&
+                            mutations_->on(base::Mutation::kEngineFailPublishesEarly);
+    const bool publish = (w.unresolved == 0 || fail_early) && !early;
     if (publish) w.published = TerminalStatusOf(w);
     if (word_.compare_exchange_strong(raw, TaskWord::Pack(w), std::memory_order_seq_cst)) {
       if (publish) return w.published;

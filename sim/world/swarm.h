@@ -117,6 +117,11 @@ struct SwarmOptions {
   // Period of the first wave's driver rounds (part of the workload, so of
   // the replay key when not the default).
   uint64_t round_ns = 1'000'000;
+  // Per-seed budgets (part of the replay key when not the default): the
+  // virtual time a wave may take to become terminal, and the scheduler
+  // steps of one RunUntil.
+  uint64_t terminal_ns = 5'000'000'000;
+  uint64_t steps_max = 5'000'000;
 };
 
 struct SwarmReport {

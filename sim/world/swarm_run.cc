@@ -32,7 +32,6 @@ namespace {
 // window; each live, running process submits into its free slots (a slot is
 // reused once its task is terminal and judged).
 constexpr uint32_t kTasksPerRoundMaxFixed = 2;
-constexpr uint64_t kTerminalTimeNs = 5'000'000'000;
 constexpr uint32_t kWave2AttemptsMax = 4;
 constexpr uint64_t kPoisonTag = 0xdead0000;
 
@@ -100,6 +99,7 @@ class Run {
     wo.hosts = shape_.hosts;
     wo.devices_per_host = shape_.nics;
     wo.buf_bytes = layout_.bytes;
+    wo.steps_max = o_.steps_max;
     w_ = std::make_unique<TwoEngines>(seed_, plan_.world.net, o_.mutations, shape_.Config(), fc,
                                       wo);
     Verdict(Body());
@@ -479,13 +479,13 @@ class Run {
                  }
                  return true;
                },
-               kTerminalTimeNs) &&
+               o_.terminal_ns) &&
            failure_.empty();
   }
 
   std::string NotTerminal() {
     TwoEngines& w = *w_;
-    std::string out = absl::StrCat("not all terminal within ", kTerminalTimeNs, " ns (",
+    std::string out = absl::StrCat("not all terminal within ", o_.terminal_ns, " ns (",
                                    std::string(sim::RunOutcomeName(w.last_run().outcome)), " ",
                                    w.last_run().detail, "): ");
     for (const Item& it : items_) {

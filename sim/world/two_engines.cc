@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
 #include "base/status_macros.h"
@@ -150,8 +151,10 @@ TwoEngines::TwoEngines(uint64_t seed, sim::NetPlan plan, const base::Mutations& 
       config_(config),
       net_plan_(plan),
       devices_per_host_(options.devices_per_host),
+      steps_max_(options.steps_max),
       hosts_(options.hosts),
-      last_timeout_(options.hosts, -1) {
+      last_timeout_(options.hosts, -1),
+      last_req_(options.hosts) {
   FERRY_CHECK(options.hosts >= 2 && options.hosts <= kHostsMax);
   FERRY_CHECK(options.devices_per_host >= 1 && options.devices_per_host <= kDevicesPerHostMax);
   config_.devices.clear();
@@ -392,7 +395,7 @@ bool TwoEngines::RunUntil(const std::function<bool()>& done, uint64_t time_max_n
         OracleStep();
         return done();
       },
-      5'000'000, clock_.NowNs() + time_max_ns);
+      steps_max_, clock_.NowNs() + time_max_ns);
   OracleSweep();
   last_run_ = r;
   return r.outcome == sim::RunOutcome::kDone;
@@ -426,6 +429,10 @@ SubmitResult TwoEngines::Submit(uint32_t h, BatchId batch, const std::vector<Req
 // on): which task a "timeout" is about, and whether the WR behind each
 // "timeout_retire" still exists (C3).
 void TwoEngines::OnEngineEvent(uint32_t h, const LifecycleRecord& r, const engine::Task* task) {
+  if (r.kind == "req_recv" || r.kind == "ep_retire") {
+    CheckStaleAccept(h, r);
+    return;
+  }
   if (r.kind == "timeout_task") {
     last_timeout_[h] = -1;
     for (size_t i = 0; i < tracked_.size(); ++i) {
@@ -446,6 +453,48 @@ void TwoEngines::OnEngineEvent(uint32_t h, const LifecycleRecord& r, const engin
                       " qpn=", r.a,
                       ", which holds no WR of the task with an unconsumed "
                       "completion (a stale sweep entry)"));
+}
+
+// C6 by ground truth: a REQ from a process that is not the peer host's live
+// one (a delayed or duplicated REQ of a process that exited) must never
+// retire an endpoint paired with the live process. At each "req_recv" the
+// endpoint of its key is looked up (what it recorded of its peer); an
+// "ep_retire" of that key with reason superseded in the same engine step
+// is the accept's doing.
+void TwoEngines::CheckStaleAccept(uint32_t h, const LifecycleRecord& r) {
+  PendingReq& pr = last_req_[h];
+  const size_t bar = r.key.find('|');
+  if (bar == std::string::npos || r.key.size() < bar + 3 || r.key[bar + 1] != 'h') return;
+  if (r.kind == "req_recv") {
+    pr = PendingReq{};
+    uint32_t ctx = 0, peer = 0;
+    if (!absl::SimpleAtoi(r.key.substr(3, bar - 3), &ctx)) return;  // "sim<ctx>|..."
+    const size_t colon = r.key.find(':', bar);
+    if (colon == std::string::npos ||
+        !absl::SimpleAtoi(r.key.substr(bar + 2, colon - bar - 2), &peer) || peer >= host_count())
+      return;
+    pr.set = true;
+    pr.worker = r.worker;
+    pr.key = r.key;
+    pr.peer = peer;
+    pr.req_incarnation = r.a;
+    pr.at_ns = r.time_ns;
+    if (Alive(h))
+      pr.before = hosts_[h].engine->PeerRecordOf(r.worker, ctx, r.key.substr(bar + 1));
+    return;
+  }
+  constexpr uint64_t kSuperseded = 3;  // engine RetireReason::kSuperseded
+  if (!pr.set || r.b != kSuperseded || r.worker != pr.worker || r.key != pr.key ||
+      r.time_ns != pr.at_ns)
+    return;
+  pr.set = false;
+  if (!Alive(pr.peer) || !pr.before || !pr.before->ready) return;
+  const uint64_t live = hosts_[pr.peer].engine->incarnation();
+  if (pr.before->incarnation == live && pr.req_incarnation != live)
+    Fail(absl::StrCat("stale_req_accepted: h", h, " retired its READY endpoint ", r.key,
+                      " (paired with h", pr.peer, "'s live process, incarnation ", live,
+                      ") for a REQ of incarnation ", pr.req_incarnation,
+                      ", which is not h", pr.peer, "'s live process (C6)"));
 }
 
 absl::Status TwoEngines::Cancel(uint32_t h, TaskId id) {

@@ -167,6 +167,7 @@ struct WorldOptions {
   uint32_t hosts = kHosts;
   uint32_t devices_per_host = 1;
   size_t buf_bytes = kBufBytes;
+  uint64_t steps_max = 5'000'000;  // scheduler steps of one RunUntil
 };
 inline constexpr uint32_t kHostsMax = 8;
 inline constexpr uint32_t kDevicesPerHostMax = 4;
@@ -283,6 +284,7 @@ class TwoEngines {
   void CheckQuotas(int64_t host = -1);
   void ApplyFault(const WorldFault& f);
   void OnEngineEvent(uint32_t h, const LifecycleRecord& r, const engine::Task* task);
+  void CheckStaleAccept(uint32_t h, const LifecycleRecord& r);
   void StopFaults();
   void Resume(uint32_t h);
   bool Alive(uint32_t h) const {
@@ -299,6 +301,7 @@ class TwoEngines {
   EngineConfig config_;
   sim::NetPlan net_plan_;
   uint32_t devices_per_host_ = 1;
+  uint64_t steps_max_ = 5'000'000;
   std::vector<HostState> hosts_;  // sized once at construction (slots point into it)
   std::vector<std::unique_ptr<SlotActor>> slots_;
   std::unique_ptr<FaultActor> fault_actor_;
@@ -317,6 +320,18 @@ class TwoEngines {
   std::string start_failure_;
   uint64_t max_quota_ = 0;
   std::vector<int64_t> last_timeout_;  // per host: tracked_ index of its last "timeout" task, or -1
+  // Per host: the last "req_recv" and what its key's endpoint recorded then
+  // (CheckStaleAccept).
+  struct PendingReq {
+    bool set = false;
+    uint32_t worker = 0;
+    std::string key;
+    uint32_t peer = 0;
+    uint64_t req_incarnation = 0;
+    uint64_t at_ns = 0;
+    std::optional<engine::SteppedEngine::PeerRecord> before;
+  };
+  std::vector<PendingReq> last_req_;
   // Runner faults and driver calls by (at_ns, insertion seq).
   struct Pending {
     WorldFault fault;

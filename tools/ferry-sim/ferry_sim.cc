@@ -1,37 +1,33 @@
 // tools/ferry-sim/ferry_sim.cc: ferry-sim, the seed-sweep runner (docs/design.md
-// sections 6 and 9): runs the swarm workload of sim/world/swarm.h over a
-// range of seeds, prints a progress line, a summary of faults injected and
-// probes hit, and for every failure the seed, its class, its message and the
-// one command that replays it; replays one seed with a readable trace and a
-// Perfetto trace.
+// sections 6 and 9; docs/simulator.md): arguments, the sweep (sharded,
+// parallel, time-bounded, JSONL, probe gate), one seed's replay with a
+// readable or Perfetto trace, and the summarize and canary entry points.
+// Running a seed and the fork transport: seed_run.cc; the tally, summary
+// and JSONL: tally.cc; canaries: canaries.cc.
 //
-// Exit codes (docs/simulator.md, "ferry-sim"; the worst class of a sweep
-// wins, in this order): 2 safety, 4 crash, 5 nondeterminism, 3 liveness;
-// 0 every seed kept every contract; 1 usage; 6 an output file could not be
-// written.
+// Exit codes (sim_tool.h; the worst class of a sweep wins, in this order):
+// 2 safety, 4 crash, 5 nondeterminism, 3 liveness; 0 every seed kept every
+// contract; 1 usage; 6 an output file could not be written; 7 probe gate;
+// 8 a canary missed.
 //
-// Crash attribution: a sweep forks one child per seed (the default): a
-// FERRY_CHECK failure or a signal kills only that child, the parent records
-// the seed as a crash with the child's last stderr lines and goes on. With
-// --no-fork (and for a single --seed, so a debugger sees the crash) seeds
-// run in this process; a signal handler then prints the seed that was
+// With --no-fork (and for a single --seed, so a debugger sees the crash)
+// seeds run in this process; a signal handler then prints the seed that was
 // running and its replay command before exiting with the crash code.
 //
 // Thread safety: single-threaded. What must stay true: a seed's verdict
-// depends only on (seed, families, mutation, build); the wall clock is read
-// only for the progress line and seeds/s.
+// depends only on (seed, profile, families, budgets, mutation, build); the
+// wall clock is read only for progress, seeds/s, wall times and the time
+// budget.
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -39,40 +35,31 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "base/mutation.h"
 #include "base/string_view.h"
-#include "engine/task.h"
-#include "ferry/engine.h"
-#include "sim/rnic/fault_plan.h"
-#include "sim/world/swarm.h"
 #include "sim/world/trace_format.h"
+#include "tools/ferry-sim/sim_tool.h"
 
 namespace ferry::tools {
 namespace {
 
-using simworld::FailureClass;
+using base::AV;
 using simworld::SwarmReport;
 
-constexpr int kExitOk = 0;
-constexpr int kExitUsage = 1;
-constexpr int kExitSafety = 2;
-constexpr int kExitLiveness = 3;
-constexpr int kExitCrash = 4;
-constexpr int kExitNondeterminism = 5;
-constexpr int kExitIo = 6;
-
 constexpr uint64_t kSeedsMax = 100'000'000;
-constexpr size_t kCrashTextMax = 2000;
 
 constexpr char kHelp[] = R"(usage: ferry-sim [options]
+       ferry-sim summarize FILE.jsonl...
 
-Runs the swarm workload (sim/world/swarm.h) on two simulated engines with the
-oracle on after every step, one seeded fault plan per seed.
+Runs the swarm workload (sim/world/swarm.h) on simulated engines with the
+oracle on after every step, one seeded world and fault plan per seed.
 
   --seeds A..B       sweep seeds A to B inclusive (default 1..100)
   --seed N           run one seed (in this process) and print its plan
+  --profile P        random (default): the world is drawn from the seed
+                     (2-8 hosts, 1-4 NICs, workers, QPs, limits, workload);
+                     fixed: the two-host world of the named regressions
   --mode MODE        swarm (default): judge the contracts;
                      determinism: also run each seed twice and compare
                      trace hashes
@@ -82,6 +69,23 @@ oracle on after every step, one seeded fault plan per seed.
                      (default: all six)
   --round-ns N       period of the first wave's submit rounds (default
                      1000000; part of the replay key)
+  --terminal-ns N    virtual time a wave may take to become terminal
+                     (default 5000000000; part of the replay key)
+  --steps-max N      scheduler steps of one run phase (default 5000000;
+                     part of the replay key)
+  --jobs N           seeds run at once, one forked child each (default 1)
+  --shard I/N        run only the seeds s of the range with (s - A) % N == I
+                     (N machines, disjoint and complete)
+  --time-budget-s S  start no seed after S seconds; report the seeds done
+  --jsonl FILE       one JSON line per seed (seed, world, plan digest,
+                     outcome, faults, probes, tasks, times, trace hash)
+  --probe-gate       exit 7 when a probe or a seeded fault kind was never
+                     hit (needs at least --probe-gate-seeds seeds, default
+                     1000)
+  --probe-gate-seeds N
+  --canaries         test build only: the sweep once per canary switch,
+                     each stopped at its first failing seed (default seeds
+                     1..200); exit 8 when one is missed
   --trace            with --seed: print the run's events, readable
   --trace-draws      with --trace: show PRNG draws too
   --trace-steps      with --trace: show every scheduler step
@@ -91,97 +95,21 @@ oracle on after every step, one seeded fault plan per seed.
   --quiet            no progress line
   --help             this text
 
+`ferry-sim summarize` merges the JSONL files of several (sharded) runs
+into one summary table.
+
 Exit codes: 0 ok; 1 usage; 2 safety (oracle: shadow memory, quota, double
-publish, slice resolved twice, fabric violation, wrong bytes); 3 liveness
-(a task not terminal after the faults stopped, open failed, a process that
-never came up, a leak at shutdown); 4 crash (FERRY_CHECK failure or a
-signal); 5 nondeterminism (--mode determinism: two runs of one seed gave
-different trace hashes); 6 an output file could not be written. A sweep
+publish, slice resolved twice, evidence, latch, stale accept, fabric
+violation, wrong bytes, C8 refusals); 3 liveness (a task not terminal after
+the faults stopped, a second wave not COMPLETED with faults off, open
+failed, a process that never came up, a leak at shutdown); 4 crash
+(FERRY_CHECK failure or a signal); 5 nondeterminism (--mode determinism:
+two runs of one seed gave different trace hashes); 6 an output file could
+not be written; 7 the probe gate failed; 8 a canary was missed. A sweep
 exits with the worst class seen: safety, crash, nondeterminism, liveness.
 A test build (ferry-sim-mut) reads FERRY_MUTATION=<name>[,<name>...]
 (base/mutation.h).
 )";
-
-enum class Mode : uint8_t { kSwarm, kDeterminism };
-
-struct Args {
-  uint64_t first = 1, last = 100;
-  bool single = false;
-  Mode mode = Mode::kSwarm;
-  simworld::SwarmFamilies families;
-  simworld::WorldProfile profile = simworld::WorldProfile::kRandom;
-  bool trace = false, trace_draws = false, trace_steps = false;
-  size_t trace_max = 400'000;
-  std::string perfetto;
-  bool fork = true;
-  bool quiet = false;
-  uint64_t round_ns = 1'000'000;
-  base::Mutations mutations;
-  std::string mutation_name;
-};
-
-// Verdict of one seed as the sweep sees it (crash and nondeterminism are
-// the runner's classes on top of the workload's).
-enum class Verdict : uint8_t { kOk, kSafety, kLiveness, kCrash, kNondeterminism };
-
-std::string_view VerdictName(Verdict v) {
-  switch (v) {
-    case Verdict::kOk:
-      return "ok";
-    case Verdict::kSafety:
-      return "safety";
-    case Verdict::kLiveness:
-      return "liveness";
-    case Verdict::kCrash:
-      return "crash";
-    case Verdict::kNondeterminism:
-      return "nondeterminism";
-  }
-  return "?";
-}
-
-int ExitCodeOf(Verdict v) {
-  switch (v) {
-    case Verdict::kOk:
-      return kExitOk;
-    case Verdict::kSafety:
-      return kExitSafety;
-    case Verdict::kLiveness:
-      return kExitLiveness;
-    case Verdict::kCrash:
-      return kExitCrash;
-    case Verdict::kNondeterminism:
-      return kExitNondeterminism;
-  }
-  return kExitCrash;
-}
-
-// Severity for a sweep's exit code: higher wins.
-int Severity(Verdict v) {
-  switch (v) {
-    case Verdict::kOk:
-      return 0;
-    case Verdict::kLiveness:
-      return 1;
-    case Verdict::kNondeterminism:
-      return 2;
-    case Verdict::kCrash:
-      return 3;
-    case Verdict::kSafety:
-      return 4;
-  }
-  return 0;
-}
-
-struct SeedResult {
-  Verdict verdict = Verdict::kOk;
-  std::string message;
-  SwarmReport report;  // empty counters after a crash
-};
-
-// ------------------------------------------------------------ arguments
-
-using base::AV;
 
 bool ParseU64(std::string_view s, uint64_t* out) {
   return absl::SimpleAtoi(absl::string_view(s.data(), s.size()), out);
@@ -286,6 +214,39 @@ std::string ParseArgs(int argc, char** argv, Args* a, bool* help) {
       if (!value(&v) || !ParseU64(v, &a->round_ns) || a->round_ns < 1000 ||
           a->round_ns > 1'000'000'000)
         return "--round-ns needs a number in [1000, 1000000000]";
+    } else if (arg == "--terminal-ns") {
+      if (!value(&v) || !ParseU64(v, &a->terminal_ns) || a->terminal_ns < 1'000'000)
+        return "--terminal-ns needs a number >= 1000000";
+    } else if (arg == "--steps-max") {
+      if (!value(&v) || !ParseU64(v, &a->steps_max) || a->steps_max < 1000)
+        return "--steps-max needs a number >= 1000";
+    } else if (arg == "--jobs") {
+      uint64_t n = 0;
+      if (!value(&v) || !ParseU64(v, &n) || n == 0 || n > kJobsMax)
+        return absl::StrCat("--jobs needs a number in [1, ", kJobsMax, "]");
+      a->jobs = static_cast<uint32_t>(n);
+    } else if (arg == "--shard") {
+      if (!value(&v)) return "--shard needs I/N";
+      const size_t slash = v.find('/');
+      uint64_t i = 0, n = 0;
+      if (slash == std::string_view::npos || !ParseU64(v.substr(0, slash), &i) ||
+          !ParseU64(v.substr(slash + 1), &n) || n == 0 || n > 1'000'000 || i >= n)
+        return absl::StrCat("--shard ", AV(v), ": want I/N with 0 <= I < N");
+      a->shard_index = static_cast<uint32_t>(i);
+      a->shard_count = static_cast<uint32_t>(n);
+    } else if (arg == "--time-budget-s") {
+      if (!value(&v) || !ParseU64(v, &a->time_budget_s) || a->time_budget_s == 0)
+        return "--time-budget-s needs a number of seconds > 0";
+    } else if (arg == "--jsonl") {
+      if (!value(&v) || v.empty()) return "--jsonl needs a file name";
+      a->jsonl = std::string(v);
+    } else if (arg == "--probe-gate") {
+      a->probe_gate = true;
+    } else if (arg == "--probe-gate-seeds") {
+      if (!value(&v) || !ParseU64(v, &a->probe_gate_seeds_min))
+        return "--probe-gate-seeds needs a number";
+    } else if (arg == "--canaries") {
+      a->canaries = true;
     } else if (arg == "--no-fork") {
       a->fork = false;
     } else if (arg == "--quiet") {
@@ -295,6 +256,13 @@ std::string ParseArgs(int argc, char** argv, Args* a, bool* help) {
     }
   }
   if (a->single && seeds_given) return "--seed and --seeds exclude each other";
+  if (a->canaries && !seeds_given) {
+    a->first = 1;
+    a->last = 200;
+  }
+  if (a->canaries && (a->single || a->probe_gate || !a->jsonl.empty() || a->shard_count != 1))
+    return "--canaries runs its own sweeps: no --seed, --probe-gate, --jsonl or --shard";
+  if (!a->fork && a->jobs != 1) return "--no-fork runs one seed at a time: no --jobs";
   if ((a->trace || !a->perfetto.empty() || a->trace_draws || a->trace_steps) && !a->single)
     return "--trace and --perfetto replay one seed: use --seed N";
   std::string err;
@@ -302,194 +270,6 @@ std::string ParseArgs(int argc, char** argv, Args* a, bool* help) {
   if (!m) return err;
   a->mutations = *m;
   return "";
-}
-
-std::string ReplayCommand(const char* argv0, const Args& a, uint64_t seed) {
-  std::string cmd;
-  if (!a.mutation_name.empty()) absl::StrAppend(&cmd, "FERRY_MUTATION=", a.mutation_name, " ");
-  absl::StrAppend(&cmd, argv0, " --seed ", seed);
-  if (a.profile != Args{}.profile)
-    absl::StrAppend(&cmd, " --profile ", AV(simworld::WorldProfileName(a.profile)));
-  if (!(a.families == simworld::SwarmFamilies{}))
-    absl::StrAppend(&cmd, " --families ", a.families.ToString());
-  if (a.round_ns != Args{}.round_ns) absl::StrAppend(&cmd, " --round-ns ", a.round_ns);
-  if (a.mode == Mode::kDeterminism) absl::StrAppend(&cmd, " --mode determinism");
-  absl::StrAppend(&cmd, " --trace");
-  return cmd;
-}
-
-// ------------------------------------------------------------ one seed
-
-SeedResult RunSeed(uint64_t seed, const Args& a, size_t trace_record_max) {
-  simworld::SwarmOptions o;
-  o.profile = a.profile;
-  o.families = a.families;
-  o.mutations = a.mutations;
-  o.trace_record_max = trace_record_max;
-  o.round_ns = a.round_ns;
-  SeedResult r;
-  r.report = simworld::RunSwarm(seed, o);
-  switch (r.report.failure) {
-    case FailureClass::kNone:
-      r.verdict = Verdict::kOk;
-      break;
-    case FailureClass::kSafety:
-      r.verdict = Verdict::kSafety;
-      break;
-    case FailureClass::kLiveness:
-      r.verdict = Verdict::kLiveness;
-      break;
-  }
-  r.message = r.report.message;
-  if (a.mode == Mode::kDeterminism) {
-    o.trace_record_max = 0;
-    const SwarmReport again = simworld::RunSwarm(seed, o);
-    if (again.trace_hash != r.report.trace_hash || again.failure != r.report.failure) {
-      r.verdict = Verdict::kNondeterminism;
-      r.message = absl::StrFormat(
-          "two runs differ: trace hash 0x%016x (%d entries, %s) then 0x%016x (%d entries, %s)",
-          r.report.trace_hash, r.report.trace_entries, simworld::FailureClassName(r.report.failure),
-          again.trace_hash, again.trace_entries, simworld::FailureClassName(again.failure));
-    }
-  }
-  return r;
-}
-
-// ------------------------------------------------------------ fork transport
-// The child writes its result to its stderr pipe after a marker line; what
-// precedes the marker is whatever the child printed (a FERRY_CHECK message).
-constexpr std::string_view kMarker = "\n@@ferry-sim-result@@\n";
-
-void PutField(std::string* out, std::string_view name, std::string_view value) {
-  absl::StrAppend(out, AV(name), " ", value.size(), "\n", AV(value), "\n");
-}
-
-std::string Serialize(const SeedResult& r) {
-  std::string out;
-  PutField(&out, "verdict", absl::StrCat(static_cast<int>(r.verdict)));
-  PutField(&out, "message", r.message);
-  PutField(&out, "plan", r.report.plan_text);
-  std::string faults;
-  for (uint64_t f : r.report.faults) absl::StrAppend(&faults, f, " ");
-  PutField(&out, "faults", faults);
-  std::string status;
-  for (uint64_t s : r.report.status) absl::StrAppend(&status, s, " ");
-  PutField(&out, "status", status);
-  std::string probes;
-  for (const auto& [k, v] : r.report.probes) absl::StrAppend(&probes, k, " ", v, " ");
-  PutField(&out, "probes", probes);
-  PutField(&out, "dead", absl::StrCat(r.report.tasks_dead));
-  PutField(&out, "hash", absl::StrCat(r.report.trace_hash));
-  PutField(&out, "entries", absl::StrCat(r.report.trace_entries));
-  PutField(&out, "end", absl::StrCat(r.report.end_ns));
-  return out;
-}
-
-bool Deserialize(std::string_view in, uint64_t seed, SeedResult* r) {
-  std::map<std::string, std::string> fields;
-  size_t pos = 0;
-  for (int n = 0; n < 32 && pos < in.size(); ++n) {
-    const size_t sp = in.find(' ', pos);
-    const size_t nl = in.find('\n', pos);
-    if (sp == std::string_view::npos || nl == std::string_view::npos || sp > nl) return false;
-    uint64_t len = 0;
-    if (!ParseU64(in.substr(sp + 1, nl - sp - 1), &len) || nl + 1 + len + 1 > in.size())
-      return false;
-    fields[std::string(in.substr(pos, sp - pos))] = std::string(in.substr(nl + 1, len));
-    pos = nl + 1 + len + 1;
-  }
-  uint64_t v = 0;
-  if (!ParseU64(fields["verdict"], &v) || v > static_cast<uint64_t>(Verdict::kNondeterminism))
-    return false;
-  r->verdict = static_cast<Verdict>(v);
-  r->message = fields["message"];
-  r->report.seed = seed;
-  r->report.plan_text = fields["plan"];
-  size_t i = 0;
-  for (absl::string_view s : absl::StrSplit(fields["faults"], ' ', absl::SkipEmpty()))
-    if (i < r->report.faults.size()) (void)absl::SimpleAtoi(s, &r->report.faults[i++]);
-  i = 0;
-  for (absl::string_view s : absl::StrSplit(fields["status"], ' ', absl::SkipEmpty()))
-    if (i < r->report.status.size()) (void)absl::SimpleAtoi(s, &r->report.status[i++]);
-  std::vector<absl::string_view> pr = absl::StrSplit(fields["probes"], ' ', absl::SkipEmpty());
-  for (size_t k = 0; k + 1 < pr.size(); k += 2)
-    (void)absl::SimpleAtoi(pr[k + 1], &r->report.probes[std::string(pr[k])]);
-  (void)ParseU64(fields["dead"], &r->report.tasks_dead);
-  (void)ParseU64(fields["hash"], &r->report.trace_hash);
-  (void)ParseU64(fields["entries"], &r->report.trace_entries);
-  (void)ParseU64(fields["end"], &r->report.end_ns);
-  return true;
-}
-
-bool WriteAll(int fd, std::string_view s) {
-  while (!s.empty()) {
-    const ssize_t n = write(fd, s.data(), s.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    s.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
-
-SeedResult RunSeedForked(uint64_t seed, const Args& a) {
-  SeedResult r;
-  r.report.seed = seed;
-  int fds[2];
-  if (pipe(fds) != 0) {
-    r.verdict = Verdict::kCrash;
-    r.message = absl::StrCat("pipe: ", std::strerror(errno));
-    return r;
-  }
-  std::fflush(stdout);
-  std::fflush(stderr);
-  const pid_t pid = fork();
-  if (pid < 0) {
-    close(fds[0]);
-    close(fds[1]);
-    r.verdict = Verdict::kCrash;
-    r.message = absl::StrCat("fork: ", std::strerror(errno));
-    return r;
-  }
-  if (pid == 0) {
-    close(fds[0]);
-    dup2(fds[1], STDERR_FILENO);
-    dup2(fds[1], STDOUT_FILENO);
-    close(fds[1]);
-    const SeedResult child = RunSeed(seed, a, 0);
-    std::fflush(stdout);
-    std::fflush(stderr);
-    const std::string out = absl::StrCat(AV(kMarker), Serialize(child));
-    _exit(WriteAll(STDERR_FILENO, out) ? 0 : 70);
-  }
-  close(fds[1]);
-  std::string text;
-  char buf[65536];
-  for (;;) {
-    const ssize_t n = read(fds[0], buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    text.append(buf, static_cast<size_t>(n));
-  }
-  close(fds[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  const size_t mark = text.rfind(kMarker);
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && mark != std::string::npos &&
-      Deserialize(std::string_view(text).substr(mark + kMarker.size()), seed, &r)) {
-    return r;
-  }
-  r.verdict = Verdict::kCrash;
-  std::string tail = text.substr(0, mark == std::string::npos ? text.size() : mark);
-  if (tail.size() > kCrashTextMax) tail = "..." + tail.substr(tail.size() - kCrashTextMax);
-  while (!tail.empty() && (tail.back() == '\n' || tail.back() == '\r')) tail.pop_back();
-  const std::string how = WIFSIGNALED(status)
-                              ? absl::StrCat("killed by signal ", WTERMSIG(status), " (",
-                                             strsignal(WTERMSIG(status)), ")")
-                              : absl::StrCat("exited with status ", WEXITSTATUS(status));
-  r.message = absl::StrCat(how, tail.empty() ? "" : ": ", tail);
-  r.report.plan_text = simworld::DrawSwarmPlan(seed, a.families, a.profile).ToString();
-  return r;
 }
 
 // ------------------------------------------------------------ in-process crash note
@@ -524,119 +304,113 @@ void NoteRunning(const char* argv0, const Args& a, uint64_t seed) {
   g_crash_note[n] = '\0';
 }
 
-// ------------------------------------------------------------ summary
+// ------------------------------------------------------------ sweep
 
-struct Tally {
-  uint64_t seeds = 0;
-  std::array<uint64_t, 5> verdicts{};
-  std::array<uint64_t, sim::kFaultKinds> faults{};
-  std::array<uint64_t, sim::kFaultKinds> fault_seeds{};
-  std::map<std::string, uint64_t> probes;
-  std::map<std::string, uint64_t> probe_seeds;
-  std::array<uint64_t, 8> status{};
-  uint64_t dead = 0;
-  std::vector<SeedResult> failures;
-  Verdict worst = Verdict::kOk;
-
-  void Add(SeedResult r) {
-    ++seeds;
-    ++verdicts[static_cast<size_t>(r.verdict)];
-    for (size_t k = 0; k < sim::kFaultKinds; ++k) {
-      faults[k] += r.report.faults[k];
-      fault_seeds[k] += r.report.faults[k] != 0;
-    }
-    for (const auto& [k, v] : r.report.probes) {
-      probes[k] += v;
-      probe_seeds[k] += v != 0;
-    }
-    for (size_t k = 0; k < status.size(); ++k) status[k] += r.report.status[k];
-    dead += r.report.tasks_dead;
-    if (Severity(r.verdict) > Severity(worst)) worst = r.verdict;
-    if (r.verdict != Verdict::kOk) failures.push_back(std::move(r));
-  }
-};
-
-void PrintSummary(const char* argv0, const Args& a, const Tally& t, double secs) {
-  std::printf("ferry-sim: %llu seeds (%llu..%llu), mode %s, families %s%s%s: %llu ok",
-              static_cast<unsigned long long>(t.seeds), static_cast<unsigned long long>(a.first),
-              static_cast<unsigned long long>(a.last),
-              a.mode == Mode::kSwarm ? "swarm" : "determinism", a.families.ToString().c_str(),
-              a.mutation_name.empty() ? "" : ", mutation ", a.mutation_name.c_str(),
-              static_cast<unsigned long long>(t.verdicts[0]));
-  for (Verdict v :
-       {Verdict::kSafety, Verdict::kLiveness, Verdict::kCrash, Verdict::kNondeterminism})
-    std::printf(", %llu %s", static_cast<unsigned long long>(t.verdicts[static_cast<size_t>(v)]),
-                std::string(VerdictName(v)).c_str());
-  std::printf(" in %.1f s (%.1f seeds/s)\n", secs,
-              secs > 0 ? static_cast<double>(t.seeds) / secs : 0.0);
-  std::printf("faults injected (total, seeds where it fired):\n");
-  for (size_t k = 0; k < sim::kSeededFaultKinds; ++k)
-    std::printf("  %-18s %10llu  %6llu\n",
-                std::string(sim::FaultKindName(static_cast<sim::FaultKind>(k))).c_str(),
-                static_cast<unsigned long long>(t.faults[k]),
-                static_cast<unsigned long long>(t.fault_seeds[k]));
-  std::printf("probes hit (total, seeds where it was hit):\n");
-  std::string never;
-  for (const auto& [k, v] : t.probes) {
-    if (v == 0) {
-      absl::StrAppend(&never, never.empty() ? "" : " ", k);
-      continue;
-    }
-    std::printf("  %-28s %10llu  %6llu\n", k.c_str(), static_cast<unsigned long long>(v),
-                static_cast<unsigned long long>(t.probe_seeds.at(k)));
-  }
-  if (!never.empty()) std::printf("  never hit: %s\n", never.c_str());
-  std::printf("judged tasks:");
-  for (size_t k = 0; k < 6; ++k)
-    std::printf(" %s=%llu", std::string(TaskStatusName(static_cast<TaskStatus>(k))).c_str(),
-                static_cast<unsigned long long>(t.status[k]));
-  std::printf("; died with a restarted process: %llu\n", static_cast<unsigned long long>(t.dead));
-  if (!t.failures.empty()) {
-    std::printf("failures:\n");
-    for (const SeedResult& f : t.failures) {
-      std::printf("  seed %llu: %s: %s\n    replay: %s\n",
-                  static_cast<unsigned long long>(f.report.seed),
-                  std::string(VerdictName(f.verdict)).c_str(), f.message.c_str(),
-                  ReplayCommand(argv0, a, f.report.seed).c_str());
-    }
-  }
-  std::printf("exit %d (%s)\n", ExitCodeOf(t.worst), std::string(VerdictName(t.worst)).c_str());
+bool InShard(const Args& a, uint64_t seed) {
+  return (seed - a.first) % a.shard_count == a.shard_index;
 }
 
 int Sweep(const char* argv0, const Args& a) {
   const bool tty = isatty(STDERR_FILENO) == 1;
   const auto start = std::chrono::steady_clock::now();
   auto last_progress = start;
-  const uint64_t total = a.last - a.first + 1;
-  Tally t;
-  if (!a.fork) InstallCrashHandlers();
-  for (uint64_t seed = a.first;; ++seed) {
-    SeedResult r;
-    if (a.fork) {
-      r = RunSeedForked(seed, a);
-    } else {
-      NoteRunning(argv0, a, seed);
-      r = RunSeed(seed, a, 0);
+  uint64_t total = 0;
+  for (uint64_t s = a.first; s <= a.last && s >= a.first; ++s) {
+    if (InShard(a, s)) ++total;
+    if (s == a.last) break;
+  }
+  std::ofstream jsonl;
+  if (!a.jsonl.empty()) {
+    jsonl.open(a.jsonl, std::ios::out | std::ios::trunc);
+    if (!jsonl) {
+      std::fprintf(stderr, "ferry-sim: cannot write %s: %s\n", a.jsonl.c_str(),
+                   std::strerror(errno));
+      return kExitIo;
     }
-    r.report.seed = seed;
+  }
+  Tally t;
+  bool budget_hit = false;
+  auto elapsed_s = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  auto take = [&](SeedResult r) {
+    if (jsonl.is_open()) jsonl << JsonlLine(a, r) << "\n";
     t.Add(std::move(r));
     const auto now = std::chrono::steady_clock::now();
-    const double secs = std::chrono::duration<double>(now - start).count();
-    const bool last = seed == a.last;
+    const bool last = t.seeds == total;
     if (!a.quiet && (last || now - last_progress > std::chrono::milliseconds(tty ? 200 : 5000))) {
       last_progress = now;
+      const double secs = elapsed_s();
       std::fprintf(stderr, "%sferry-sim: %llu/%llu seeds, %llu failures, %.1f seeds/s%s",
                    tty ? "\r" : "", static_cast<unsigned long long>(t.seeds),
                    static_cast<unsigned long long>(total),
                    static_cast<unsigned long long>(t.failures.size()),
                    secs > 0 ? static_cast<double>(t.seeds) / secs : 0.0, tty && !last ? "" : "\n");
     }
-    if (last) break;
+  };
+  if (!a.fork) {
+    InstallCrashHandlers();
+    for (uint64_t seed = a.first;; ++seed) {
+      if (InShard(a, seed)) {
+        if (a.time_budget_s != 0 && elapsed_s() >= static_cast<double>(a.time_budget_s)) {
+          budget_hit = true;
+          break;
+        }
+        NoteRunning(argv0, a, seed);
+        SeedResult r = RunSeed(seed, a, 0);
+        r.report.seed = seed;
+        take(std::move(r));
+      }
+      if (seed == a.last) break;
+    }
+  } else {
+    ForkPool pool(a);
+    for (uint64_t seed = a.first;; ++seed) {
+      if (InShard(a, seed)) {
+        if (a.time_budget_s != 0 && elapsed_s() >= static_cast<double>(a.time_budget_s)) {
+          budget_hit = true;
+          break;
+        }
+        if (pool.in_flight() >= a.jobs) take(*pool.Next());
+        pool.Start(seed);
+      }
+      if (seed == a.last) break;
+    }
+    while (std::optional<SeedResult> r = pool.Next()) take(std::move(*r));
   }
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  PrintSummary(argv0, a, t, secs);
-  return ExitCodeOf(t.worst);
+  if (jsonl.is_open()) {
+    jsonl.close();
+    if (!jsonl) {
+      std::fprintf(stderr, "ferry-sim: writing %s failed\n", a.jsonl.c_str());
+      return kExitIo;
+    }
+  }
+  PrintSummary(argv0, a, t, elapsed_s());
+  if (budget_hit)
+    std::printf("time budget: stopped after %llu s with %llu of %llu seeds done (%llu..%llu)\n",
+                static_cast<unsigned long long>(a.time_budget_s),
+                static_cast<unsigned long long>(t.seeds), static_cast<unsigned long long>(total),
+                static_cast<unsigned long long>(t.seeds == 0 ? a.first : t.first_seed),
+                static_cast<unsigned long long>(t.seeds == 0 ? a.first : t.last_seed));
+  if (a.shard_count != 1)
+    std::printf("shard %u/%u of %llu..%llu\n", a.shard_index, a.shard_count,
+                static_cast<unsigned long long>(a.first), static_cast<unsigned long long>(a.last));
+  int rc = ExitCodeOf(t.worst);
+  if (a.probe_gate) {
+    const std::string never = t.NeverHit();
+    if (t.seeds < a.probe_gate_seeds_min) {
+      std::printf("probe gate: FAILED: %llu seeds run, the gate needs at least %llu\n",
+                  static_cast<unsigned long long>(t.seeds),
+                  static_cast<unsigned long long>(a.probe_gate_seeds_min));
+      if (rc == kExitOk) rc = kExitProbeGate;
+    } else if (!never.empty()) {
+      std::printf("probe gate: FAILED: never hit: %s\n", never.c_str());
+      if (rc == kExitOk) rc = kExitProbeGate;
+    } else {
+      std::printf("probe gate: every probe and seeded fault kind was hit\n");
+    }
+  }
+  return rc;
 }
 
 int Single(const char* argv0, const Args& a) {
@@ -682,6 +456,13 @@ int Single(const char* argv0, const Args& a) {
 }
 
 int Main(int argc, char** argv) {
+  if (argc >= 2 && std::string_view(argv[1]) == "summarize") {
+    if (argc < 3) {
+      std::fprintf(stderr, "ferry-sim: summarize needs one or more JSONL files\n");
+      return kExitUsage;
+    }
+    return Summarize(argv[0], std::vector<std::string>(argv + 2, argv + argc));
+  }
   Args a;
   bool help = false;
   const std::string err = ParseArgs(argc, argv, &a, &help);
@@ -693,6 +474,7 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "ferry-sim: %s\n", err.c_str());
     return kExitUsage;
   }
+  if (a.canaries) return Canaries(argv[0], a);
   return a.single ? Single(argv[0], a) : Sweep(argv[0], a);
 }
 
