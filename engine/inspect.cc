@@ -132,12 +132,25 @@ uint32_t SteppedEngine::OwnerOf(uint32_t context, std::string_view peer_path) co
   FERRY_CHECK(context < impl_->contexts().size());
   return impl_->OwnerOf(context, std::string(peer_path));
 }
+std::optional<uint32_t> SteppedEngine::ContextIndexOf(std::string_view device) const {
+  const auto& cs = impl_->contexts();
+  for (uint32_t i = 0; i < cs.size(); ++i)
+    if (cs[i]->device() == device) return i;
+  return std::nullopt;
+}
 std::optional<SteppedEngine::PeerRecord> SteppedEngine::PeerRecordOf(
     uint32_t w, uint32_t context, std::string_view peer_path) const {
   const Endpoint* ep = FindEndpoint(w, context, peer_path);
-  if (ep == nullptr || !ep->peer().has_value()) return std::nullopt;
-  return PeerRecord{ep->state() == EndpointState::kReady, ep->peer()->incarnation,
-                    ep->peer()->generation};
+  if (ep == nullptr) return std::nullopt;
+  PeerRecord r;
+  r.ready = ep->state() == EndpointState::kReady;
+  r.generation = ep->generation();
+  if (ep->peer().has_value()) {
+    r.has_peer = true;
+    r.peer_incarnation = ep->peer()->incarnation;
+    r.peer_generation = ep->peer()->generation;
+  }
+  return r;
 }
 const Endpoint* SteppedEngine::FindEndpoint(uint32_t w, uint32_t context,
                                             std::string_view peer_path) const {

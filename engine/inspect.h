@@ -143,12 +143,17 @@ class SteppedEngine {
   uint32_t OwnerOf(uint32_t context, std::string_view peer_path) const;
   // The non-retiring endpoint of that key on worker w, if any.
   const Endpoint* FindEndpoint(uint32_t w, uint32_t context, std::string_view peer_path) const;
-  // What that endpoint recorded of its peer (nullopt: no endpoint, or no
-  // peer recorded yet), for readers that may not see engine/endpoint.h.
+  // That endpoint's state, generation and what it recorded of its peer
+  // (nullopt: no endpoint), for readers that may not see engine/endpoint.h.
+  // The index of the context of device `device` (a device whose bring-up
+  // failed has none, and later contexts shift down).
+  std::optional<uint32_t> ContextIndexOf(std::string_view device) const;
   struct PeerRecord {
     bool ready = false;
-    uint64_t incarnation = 0;
-    uint64_t generation = 0;
+    uint64_t generation = 0;  // the endpoint's own
+    bool has_peer = false;
+    uint64_t peer_incarnation = 0;
+    uint64_t peer_generation = 0;
   };
   std::optional<PeerRecord> PeerRecordOf(uint32_t w, uint32_t context,
                                          std::string_view peer_path) const;

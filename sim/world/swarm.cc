@@ -276,6 +276,8 @@ std::vector<std::string> KnownProbes() {
   return out;
 }
 
+std::vector<std::string> DefensiveProbes() { return {"error_req", "w.stale_cqes"}; }
+
 void CollectReport(TwoEngines& w, const SwarmPlan& plan, size_t trace_record_max,
                  SwarmReport* report) {
   SwarmReport& r = *report;

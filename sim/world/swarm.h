@@ -156,6 +156,13 @@ void CollectReport(TwoEngines& w, const SwarmPlan& plan, size_t trace_record_max
 // Probe names every report lists (lifecycle records, worker, RNIC, network
 // and runner counters).
 std::vector<std::string> KnownProbes();
+// Known probes of defensive paths no run reaches without a bug to defend
+// against (the probe gate does not require them): error_req (a REQ with the
+// same incarnation and generation as the recorded one but other QPNs) and
+// w.stale_cqes (a CQE whose wr_id generation is not its slot's: the engine
+// frees a slot only on its CQE or on destroy evidence, so no verbs-legal
+// device produces one).
+std::vector<std::string> DefensiveProbes();
 
 }  // namespace ferry::simworld
 

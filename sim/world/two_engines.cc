@@ -455,32 +455,47 @@ void TwoEngines::OnEngineEvent(uint32_t h, const LifecycleRecord& r, const engin
                       "completion (a stale sweep entry)"));
 }
 
-// C6 by ground truth: a REQ from a process that is not the peer host's live
-// one (a delayed or duplicated REQ of a process that exited) must never
-// retire an endpoint paired with the live process. At each "req_recv" the
-// endpoint of its key is looked up (what it recorded of its peer); an
-// "ep_retire" of that key with reason superseded in the same engine step
-// is the accept's doing.
+// C6 by ground truth: a REQ that the peer's current endpoint did not send
+// (a delayed, duplicated or reordered REQ of an endpoint the peer gave up,
+// or of a process that exited) must never retire an endpoint paired with
+// the peer's current endpoint. At each "req_recv" the world looks up both
+// sides: what the key's endpoint here recorded of its peer, and the
+// generation of the peer's current endpoint for the reverse key (its owner
+// there) with the peer's live incarnation; an "ep_retire" of that key with
+// reason superseded in the same engine step is the accept's doing.
 void TwoEngines::CheckStaleAccept(uint32_t h, const LifecycleRecord& r) {
   PendingReq& pr = last_req_[h];
+  // Keys are "<local device>|h<p>:1000@<peer device>".
   const size_t bar = r.key.find('|');
   if (bar == std::string::npos || r.key.size() < bar + 3 || r.key[bar + 1] != 'h') return;
   if (r.kind == "req_recv") {
     pr = PendingReq{};
-    uint32_t ctx = 0, peer = 0;
-    if (!absl::SimpleAtoi(r.key.substr(3, bar - 3), &ctx)) return;  // "sim<ctx>|..."
+    uint32_t peer = 0;
     const size_t colon = r.key.find(':', bar);
-    if (colon == std::string::npos ||
-        !absl::SimpleAtoi(r.key.substr(bar + 2, colon - bar - 2), &peer) || peer >= host_count())
+    const size_t at = r.key.find('@', bar);
+    if (colon == std::string::npos || at == std::string::npos ||
+        !absl::SimpleAtoi(r.key.substr(bar + 2, colon - bar - 2), &peer) || peer >= host_count() ||
+        !Alive(h) || !Alive(peer))
       return;
+    const std::string local_dev = r.key.substr(0, bar), peer_dev = r.key.substr(at + 1);
+    engine::SteppedEngine& pe = *hosts_[peer].engine;
+    const std::optional<uint32_t> ctx = hosts_[h].engine->ContextIndexOf(local_dev);
+    const std::optional<uint32_t> peer_ctx = pe.ContextIndexOf(peer_dev);
+    if (!ctx || !peer_ctx) return;
+    pr.before = hosts_[h].engine->PeerRecordOf(r.worker, *ctx, r.key.substr(bar + 1));
+    const std::string back = absl::StrCat("h", h, ":1000@", local_dev);
+    const std::optional<engine::SteppedEngine::PeerRecord> cur =
+        pe.PeerRecordOf(pe.OwnerOf(*peer_ctx, back), *peer_ctx, back);
+    if (!cur) return;  // the peer holds no endpoint for us: nothing live to break
     pr.set = true;
     pr.worker = r.worker;
     pr.key = r.key;
     pr.peer = peer;
     pr.req_incarnation = r.a;
+    pr.req_generation = r.b;
+    pr.live_incarnation = pe.incarnation();
+    pr.live_generation = cur->generation;
     pr.at_ns = r.time_ns;
-    if (Alive(h))
-      pr.before = hosts_[h].engine->PeerRecordOf(r.worker, ctx, r.key.substr(bar + 1));
     return;
   }
   constexpr uint64_t kSuperseded = 3;  // engine RetireReason::kSuperseded
@@ -488,13 +503,17 @@ void TwoEngines::CheckStaleAccept(uint32_t h, const LifecycleRecord& r) {
       r.time_ns != pr.at_ns)
     return;
   pr.set = false;
-  if (!Alive(pr.peer) || !pr.before || !pr.before->ready) return;
-  const uint64_t live = hosts_[pr.peer].engine->incarnation();
-  if (pr.before->incarnation == live && pr.req_incarnation != live)
+  if (!pr.before || !pr.before->ready || !pr.before->has_peer) return;
+  const bool paired_live = pr.before->peer_incarnation == pr.live_incarnation &&
+                           pr.before->peer_generation == pr.live_generation;
+  const bool req_live =
+      pr.req_incarnation == pr.live_incarnation && pr.req_generation == pr.live_generation;
+  if (paired_live && !req_live)
     Fail(absl::StrCat("stale_req_accepted: h", h, " retired its READY endpoint ", r.key,
-                      " (paired with h", pr.peer, "'s live process, incarnation ", live,
-                      ") for a REQ of incarnation ", pr.req_incarnation,
-                      ", which is not h", pr.peer, "'s live process (C6)"));
+                      " (paired with h", pr.peer, "'s current endpoint: incarnation ",
+                      pr.live_incarnation, " generation ", pr.live_generation,
+                      ") for a REQ of incarnation ", pr.req_incarnation, " generation ",
+                      pr.req_generation, " that the current endpoint did not send (C6)"));
 }
 
 absl::Status TwoEngines::Cancel(uint32_t h, TaskId id) {

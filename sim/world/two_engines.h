@@ -327,7 +327,8 @@ class TwoEngines {
     uint32_t worker = 0;
     std::string key;
     uint32_t peer = 0;
-    uint64_t req_incarnation = 0;
+    uint64_t req_incarnation = 0, req_generation = 0;
+    uint64_t live_incarnation = 0, live_generation = 0;  // the peer's current endpoint
     uint64_t at_ns = 0;
     std::optional<engine::SteppedEngine::PeerRecord> before;
   };

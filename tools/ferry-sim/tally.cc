@@ -1,6 +1,7 @@
 // tools/ferry-sim/tally.cc: a sweep's tally and summary table, the JSONL
 // line of a seed and `ferry-sim summarize` (sim_tool.h). JSON is written and
 // read with nlohmann/json (Debian's nlohmann-json3-dev).
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -44,7 +45,9 @@ std::string Tally::NeverHit() const {
     if (faults[k] == 0)
       absl::StrAppend(&out, out.empty() ? "" : " ", "fault:",
                       std::string(sim::FaultKindName(static_cast<sim::FaultKind>(k))));
+  const std::vector<std::string> defensive = simworld::DefensiveProbes();
   for (const std::string& p : simworld::KnownProbes()) {
+    if (std::find(defensive.begin(), defensive.end(), p) != defensive.end()) continue;
     auto it = probes.find(p);
     if (it == probes.end() || it->second == 0) absl::StrAppend(&out, out.empty() ? "" : " ", p);
   }
