@@ -44,6 +44,7 @@ enum class Mutation : uint32_t {
                                   // failed
   kEngineStaleCqeAnyGeneration,   // engine: a CQE is applied to its slot whatever its generation
   kEngineFailPublishesEarly,      // engine: a failed slice publishes FAILED while others are queued
+  kEngineCqRecreateDestroysFirst,  // engine: CQ_ERR recovery destroys the CQ before its re-create
   kCount,
 };
 
@@ -121,6 +122,8 @@ inline std::string_view MutationName(Mutation m) {
       return "engine_stale_cqe_any_generation";
     case Mutation::kEngineFailPublishesEarly:
       return "engine_fail_publishes_early";
+    case Mutation::kEngineCqRecreateDestroysFirst:
+      return "engine_cq_recreate_destroys_first";
     case Mutation::kCount:
       break;
   }

@@ -243,15 +243,31 @@ hal::CompChannelHandle Context::channel(uint32_t worker) const {
   return channels_[worker].get();
 }
 
+// The new CQ is made (and armed) before the errored one is destroyed: when
+// either step fails, the errored CQ stays installed, so its owner still sees
+// the context as recovering (no endpoint is built on it) and retries at its
+// next sweep. Destroying first left an empty slot when the create failed,
+// and the owner then built endpoints on CQ handle 0 (random-world seed
+// 552845864: cq_overrun, then resource_fail on the re-create).
 absl::Status Context::RecreateCq(uint32_t worker, uint32_t i) {
   FERRY_CHECK(enabled_);
   const size_t k = size_t{worker} * cqs_per_worker_ + i;
   FERRY_CHECK_LT(k, cqs_.size());
-  FERRY_RETURN_IF_ERROR(cqs_[k].Reset());
+  if (mutations_ != nullptr && mutations_->on(base::Mutation::kEngineCqRecreateDestroysFirst)) {
+    // Test-only: the old order.
+    FERRY_RETURN_IF_ERROR(cqs_[k].Reset());
+    FERRY_ASSIGN_OR_RETURN(hal::CqInfo info,
+                           verbs_->CreateCq(ctx_.get(), cqe_limit_, channels_[worker].get()));
+    cqs_[k] = OwnedCq(verbs_, info.cq, ledger_);
+    return verbs_->ReqNotifyCq(info.cq, false);
+  }
   FERRY_ASSIGN_OR_RETURN(hal::CqInfo info,
                          verbs_->CreateCq(ctx_.get(), cqe_limit_, channels_[worker].get()));
-  cqs_[k] = OwnedCq(verbs_, info.cq, ledger_);
-  return verbs_->ReqNotifyCq(info.cq, false);
+  OwnedCq fresh(verbs_, info.cq, ledger_);  // destroyed on the way out unless installed
+  FERRY_RETURN_IF_ERROR(verbs_->ReqNotifyCq(info.cq, false));
+  FERRY_RETURN_IF_ERROR(cqs_[k].Reset());
+  cqs_[k] = std::move(fresh);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<RegionKeys> Context::RegisterRegion(uint64_t region, void* addr, size_t len_bytes) {

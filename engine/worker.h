@@ -51,8 +51,8 @@
 #include <variant>
 #include <vector>
 
-#include "absl/functional/function_ref.h"
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "base/mutation.h"
 #include "base/mutex.h"
 #include "engine/accept.h"

@@ -35,11 +35,21 @@ constexpr std::array<std::string_view, 38> kLifecycleProbes = {
     "zombie_escalate", "req_parked",   "rep_mismatch",
 };
 
-constexpr std::array<std::string_view, 11> kCounterProbes = {
-    "w.stale_cqes",     "w.zombie_escalations", "w.cq_recreated",
-    "w.evictions",      "w.timeout_retires",    "w.stale_sweep_entries",
-    "rnic.retransmits", "rnic.packets_dropped", "world.start_attempts_failed",
-    "world.restarts",   "world.device_events",
+constexpr std::array<std::string_view, 14> kCounterProbes = {
+    "w.stale_cqes",
+    "w.zombie_escalations",
+    "w.cq_recreated",
+    "w.evictions",
+    "w.timeout_retires",
+    "w.stale_sweep_entries",
+    "rnic.retransmits",
+    "rnic.packets_dropped",
+    "world.start_attempts_failed",
+    "world.restarts",
+    "world.device_events",
+    "world.cancels_while_posted",      // a cancel raced WRs on the RNIC
+    "world.late_success_after_latch",  // a slice succeeded after its task latched
+    "world.cq_quota_full",             // CQ-full back-pressure (quota at cqe_limit)
 };
 
 std::string RatioText(sim::Ratio r) {
@@ -165,8 +175,8 @@ std::vector<WorldFault> DrawSchedule(const WorldPlan& w, const WorldShape& shape
     const bool cut = schedule_p.Chance(w.partition);
     const uint32_t from = static_cast<uint32_t>(schedule_p.Below(hosts));
     const bool both = schedule_p.Below(2) == 1;
-    const uint32_t to = random ? static_cast<uint32_t>((from + schedule_p.Range(1, hosts - 1)) % hosts)
-                               : 1 - from;
+    const uint32_t to =
+        random ? static_cast<uint32_t>((from + schedule_p.Range(1, hosts - 1)) % hosts) : 1 - from;
     if (cut)
       out.push_back(WorldFault{at, WorldFaultKind::kPartition, from, w.partition_ns,
                                both ? sim::PartitionDir::kBoth : sim::PartitionDir::kOneWay, to});
@@ -279,7 +289,7 @@ std::vector<std::string> KnownProbes() {
 std::vector<std::string> DefensiveProbes() { return {"error_req", "w.stale_cqes"}; }
 
 void CollectReport(TwoEngines& w, const SwarmPlan& plan, size_t trace_record_max,
-                 SwarmReport* report) {
+                   SwarmReport* report) {
   SwarmReport& r = *report;
   const sim::FabricStats& fs = w.fabric().stats();
   for (size_t k = 0; k < sim::kFaultKinds; ++k) r.faults[k] = fs.faults[k];
@@ -313,6 +323,9 @@ void CollectReport(TwoEngines& w, const SwarmPlan& plan, size_t trace_record_max
   r.probes["world.start_attempts_failed"] += wc.start_attempts_failed;
   r.probes["world.restarts"] += wc.restarts;
   r.probes["world.device_events"] += wc.device_events;
+  r.probes["world.cancels_while_posted"] += wc.cancels_while_posted;
+  r.probes["world.late_success_after_latch"] += wc.late_success_after_latch;
+  r.probes["world.cq_quota_full"] += wc.cq_quota_full;
   for (const auto& [reason, n] : nc.dropped)
     if (n != 0) r.probes[absl::StrCat("net.drop.", std::string(sim::NetDropName(reason)))] += n;
   for (uint32_t h = 0; h < w.host_count(); ++h) {

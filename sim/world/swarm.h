@@ -93,7 +93,7 @@ struct WorldPlan {
 struct SwarmPlan {
   uint64_t seed = 0;
   SwarmFamilies families;
-  WorldShape shape;  // the fixed world, or the random profile's draw
+  WorldShape shape;     // the fixed world, or the random profile's draw
   sim::FaultPlan rnic;  // external kinds (peer_restart, paused_peer, ctrl_*) off:
                         // the runner applies those from `world`
   WorldPlan world;
@@ -134,8 +134,8 @@ struct SwarmReport {
   std::array<uint64_t, 8> status{};                 // judged tasks by terminal status
   uint64_t tasks_dead = 0;                          // died with a restarted process
   WorldShape shape;
-  uint64_t c8_probes = 0;   // C8 refusals asserted (FreeBatch, Unregister, CloseSegment)
-  uint64_t cancels = 0;     // Cancel calls the workload made
+  uint64_t c8_probes = 0;       // C8 refusals asserted (FreeBatch, Unregister, CloseSegment)
+  uint64_t cancels = 0;         // Cancel calls the workload made
   uint64_t wave2_attempts = 0;  // random profile: liveness transfers submitted
   uint64_t trace_hash = 0;
   uint64_t trace_entries = 0;

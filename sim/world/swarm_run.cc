@@ -100,8 +100,8 @@ class Run {
     wo.devices_per_host = shape_.nics;
     wo.buf_bytes = layout_.bytes;
     wo.steps_max = o_.steps_max;
-    w_ = std::make_unique<TwoEngines>(seed_, plan_.world.net, o_.mutations, shape_.Config(), fc,
-                                      wo);
+    w_ =
+        std::make_unique<TwoEngines>(seed_, plan_.world.net, o_.mutations, shape_.Config(), fc, wo);
     Verdict(Body());
     Collect();
   }
@@ -163,10 +163,10 @@ class Run {
         return Live(absl::StrCat("wave 2: h", h, " open failed: ", seg.status().ToString()));
       for (uint32_t i = 0; i < 2; ++i) {
         const uint64_t tag = 9000 + 10 * h + i;
-        if (std::string e = Submit(h, 1 - h, *seg,
-                                   {Task(h, 1 - h, i % 2 == 0 ? OpKind::kWrite : OpKind::kRead,
-                                         layout_.W2Local(i), layout_.W2Remote(h, i), tag,
-                                         FixedLen(tag), -1)});
+        if (std::string e =
+                Submit(h, 1 - h, *seg,
+                       {Task(h, 1 - h, i % 2 == 0 ? OpKind::kWrite : OpKind::kRead,
+                             layout_.W2Local(i), layout_.W2Remote(h, i), tag, FixedLen(tag), -1)});
             !e.empty())
           return e;
       }
@@ -305,12 +305,11 @@ class Run {
           }
         }
       }
-      const uint32_t peer =
-          random_ ? peers_[h][wl_.Below(peers_[h].size())] : peers_[h][0];
+      const uint32_t peer = random_ ? peers_[h][wl_.Below(peers_[h].size())] : peers_[h][0];
       std::optional<SegmentHandle> seg = Segment(h, peer);
       if (!seg) continue;
-      const uint32_t want = random_ ? static_cast<uint32_t>(wl_.Range(1, shape_.batch_max))
-                                    : kTasksPerRoundMaxFixed;
+      const uint32_t want =
+          random_ ? static_cast<uint32_t>(wl_.Range(1, shape_.batch_max)) : kTasksPerRoundMaxFixed;
       std::vector<Item> batch;
       for (uint32_t k = 0; k < shape_.slots && batch.size() < want; ++k) {
         const uint32_t slot = static_cast<uint32_t>((round_ + k) % shape_.slots);
@@ -368,9 +367,8 @@ class Run {
         // between them), so a pending task's refusal is required.
         if (status.code() != absl::StatusCode::kFailedPrecondition)
           return absl::StrCat("c8_while_pending: h", h, " ", std::string(name), " with task ",
-                              w_->tracked()[it.tracked].label,
-                              " pending returned ", status.ToString(),
-                              " (kFailedPrecondition expected)");
+                              w_->tracked()[it.tracked].label, " pending returned ",
+                              status.ToString(), " (kFailedPrecondition expected)");
       }
       return "";
     }
@@ -406,8 +404,8 @@ class Run {
     return std::nullopt;
   }
 
-  static Item Task(uint32_t h, uint32_t peer, OpKind op, uint64_t loff, uint64_t roff,
-                   uint64_t tag, uint64_t len, int32_t slot) {
+  static Item Task(uint32_t h, uint32_t peer, OpKind op, uint64_t loff, uint64_t roff, uint64_t tag,
+                   uint64_t len, int32_t slot) {
     Item it;
     it.h = h;
     it.peer = peer;
@@ -525,11 +523,11 @@ class Run {
     while (bad_end < it.len &&
            sim::FirstNotAttributable(got.subspan(bad_end, 1), it.tag, bad_end) == 0)
       ++bad_end;
-    return absl::StrCat("wrong bytes: COMPLETED ", it.op == OpKind::kWrite ? "WRITE" : "READ",
-                        " of h", it.h, " to h", it.peer, " task ", w.tracked()[it.tracked].label,
-                        " tag ", it.tag, " (", it.len, " bytes): h", at_host, " bytes [", bad, ", ",
-                        bad_end, ") of the range are not the task's (first: 0x",
-                        absl::Hex(got[bad], absl::kZeroPad2), ")");
+    return absl::StrCat(
+        "wrong bytes: COMPLETED ", it.op == OpKind::kWrite ? "WRITE" : "READ", " of h", it.h,
+        random_ ? absl::StrCat(" to h", it.peer) : "", " task ", w.tracked()[it.tracked].label,
+        " tag ", it.tag, " (", it.len, " bytes): h", at_host, " bytes [", bad, ", ", bad_end,
+        ") of the range are not the task's (first: 0x", absl::Hex(got[bad], absl::kZeroPad2), ")");
   }
 
   std::string Safe(std::string m) {
@@ -564,7 +562,7 @@ class Run {
   sim::Prng wl_;  // the random profile's workload draws
   std::unique_ptr<TwoEngines> w_;
   std::vector<Item> items_;
-  std::vector<std::vector<int32_t>> slots_;  // per host: item index or -1
+  std::vector<std::vector<int32_t>> slots_;            // per host: item index or -1
   std::vector<std::map<uint32_t, PeerSegment>> segs_;  // per host, by peer
   std::vector<std::vector<uint32_t>> peers_;           // per host: first-wave peers
   uint64_t round_ = 0;

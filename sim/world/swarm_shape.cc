@@ -103,8 +103,8 @@ WorldShape DrawShape(uint64_t seed) {
   s.wr_depth = Pick<uint32_t, 4>(p, {2, 4, 8, 16});
   s.store_capacity = Pick<uint32_t, 4>(p, {1, 2, 3, 8});
   s.cqe_limit = s.wr_depth * s.qps * s.store_capacity * Pick<uint32_t, 3>(p, {1, 2, 4});
-  s.zombie_quota_max = Pick<uint32_t, 3>(p, {s.cqe_limit, std::max(1u, s.cqe_limit / 2),
-                                             std::min(s.cqe_limit, s.wr_depth)});
+  s.zombie_quota_max = Pick<uint32_t, 3>(
+      p, {s.cqe_limit, std::max(1u, s.cqe_limit / 2), std::min(s.cqe_limit, s.wr_depth)});
   s.rnic = p.Below(2) == 0 ? sim::RnicProfile::kMlx5 : sim::RnicProfile::kRxe;
   s.slice_bytes = Pick<uint64_t, 3>(p, {4096, 16 * 1024, 64 * 1024});
   s.slice_timeout_ns = Pick<uint64_t, 3>(p, {2'000'000, 5'000'000, 30'000'000});
@@ -131,17 +131,17 @@ WorldShape ShapeOf(WorldProfile profile, uint64_t seed) {
 }
 
 std::string WorldShape::ToString() const {
-  std::string out = absl::StrCat("world (profile ", std::string(WorldProfileName(profile)), "): ", hosts,
-                                 " hosts x ", nics, " NICs, ", workers, " workers, ", qps,
-                                 " QPs/endpoint, wr_depth ", wr_depth, ", cqe_limit ", cqe_limit,
-                                 ", store ", store_capacity, ", zombie_quota_max ",
-                                 zombie_quota_max, ", ", std::string(sim::RnicProfileName(rnic)), "\n");
+  std::string out = absl::StrCat(
+      "world (profile ", std::string(WorldProfileName(profile)), "): ", hosts, " hosts x ", nics,
+      " NICs, ", workers, " workers, ", qps, " QPs/endpoint, wr_depth ", wr_depth, ", cqe_limit ",
+      cqe_limit, ", store ", store_capacity, ", zombie_quota_max ", zombie_quota_max, ", ",
+      std::string(sim::RnicProfileName(rnic)), "\n");
   absl::StrAppend(&out, "  slices ", slice_bytes, " B, slice_timeout ", slice_timeout_ns,
                   " ns, rail cooldown ", rail_cooldown_ns, " ns (max ", rail_cooldown_ns_max,
                   "), stragglers ", RatioText(straggler), " up to ", straggler_ns, " ns\n");
-  absl::StrAppend(&out, "  workload: ", slots, " slots of <= ", slot_bytes, " B, batches <= ",
-                  batch_max, ", ", peers_per_host, " peers/host, cancel ", RatioText(cancel),
-                  ", c8 probes ", RatioText(c8_probe), ", poison on reuse ",
+  absl::StrAppend(&out, "  workload: ", slots, " slots of <= ", slot_bytes,
+                  " B, batches <= ", batch_max, ", ", peers_per_host, " peers/host, cancel ",
+                  RatioText(cancel), ", c8 probes ", RatioText(c8_probe), ", poison on reuse ",
                   poison_on_reuse ? "on" : "off", "\n");
   return out;
 }

@@ -57,13 +57,13 @@ struct WorldShape {
   sim::Ratio straggler = sim::kNever;
   uint64_t straggler_ns = 1'000'000;
   // Workload.
-  uint32_t slots = 6;              // first-wave tasks in flight per host
-  uint64_t slot_bytes = 64 * 1024;  // the largest first-wave request
-  uint32_t batch_max = 2;          // requests per batch
-  uint32_t peers_per_host = 1;     // hosts each host opens segments on
-  sim::Ratio cancel = sim::kNever;     // per host per round: cancel one pending task
-  sim::Ratio c8_probe = sim::kNever;   // per host per round: FreeBatch/Unregister while pending
-  bool poison_on_reuse = false;        // a freed slot's buffer is overwritten at once
+  uint32_t slots = 6;                 // first-wave tasks in flight per host
+  uint64_t slot_bytes = 64 * 1024;    // the largest first-wave request
+  uint32_t batch_max = 2;             // requests per batch
+  uint32_t peers_per_host = 1;        // hosts each host opens segments on
+  sim::Ratio cancel = sim::kNever;    // per host per round: cancel one pending task
+  sim::Ratio c8_probe = sim::kNever;  // per host per round: FreeBatch/Unregister while pending
+  bool poison_on_reuse = false;       // a freed slot's buffer is overwritten at once
 
   // The engine config of this shape (from ScenarioConfig()).
   EngineConfig Config() const;

@@ -348,8 +348,8 @@ void TwoEngines::ApplyFault(const WorldFault& f) {
       return;
     }
     case WorldFaultKind::kHeal:
-      FERRY_CHECK(net_.Heal(hosts_[f.host % host_count()].addr, hosts_[f.peer % host_count()].addr)
-                      .ok());
+      FERRY_CHECK(
+          net_.Heal(hosts_[f.host % host_count()].addr, hosts_[f.peer % host_count()].addr).ok());
       return;
     case WorldFaultKind::kDeviceFatal:
     case WorldFaultKind::kGidChange: {
@@ -523,6 +523,9 @@ absl::Status TwoEngines::Cancel(uint32_t h, TaskId id) {
     if (c.host == h && !c.dead && c.id.batch.id == id.batch.id && c.id.index == id.index) t = &c;
   if (t != nullptr && !t->latch_mark && !t->task->latched().has_value())
     t->latch_mark = fabric_.stats().wrs_posted;
+  if (t != nullptr && t->published == TaskStatus::kPending &&
+      !fabric_.UnconsumedWrOn(t->addr, t->len).empty())
+    ++counters_.cancels_while_posted;
   absl::Status st = hosts_[h].engine->Cancel(id);
   const uint64_t label = t == nullptr ? 0 : t->label;
   if (hosts_[h].obs != nullptr)
@@ -583,6 +586,14 @@ void TwoEngines::CheckTracked(Tracked& t) {
     if (IsTerminal(st)) {
       t.published = st;
       t.publish_ns = clock_.NowNs();
+      if (st == TaskStatus::kTimeout || st == TaskStatus::kCanceled) {
+        for (uint32_t i = 0; i < t.task->slice_count(); ++i) {
+          if (t.task->slice(i).Load().outcome == engine::SliceOutcome::kSuccess) {
+            ++counters_.late_success_after_latch;
+            break;
+          }
+        }
+      }
       if (hosts_[t.host].obs != nullptr)
         hosts_[t.host].obs->RecordOracle("publish", absl::StrCat("task ", t.label),
                                          static_cast<uint64_t>(st), t.label);
@@ -611,6 +622,7 @@ void TwoEngines::CheckQuotas(int64_t host) {
       if (!truth.ok() || truth->errored) return;
       const uint64_t reserved = static_cast<uint64_t>(q.reserved);
       max_quota_ = std::max(max_quota_, reserved);
+      if (reserved >= config_.cqe_limit) ++counters_.cq_quota_full;
       if (truth->present + truth->producible > reserved || reserved > truth->capacity)
         Fail(absl::StrCat("quota: h", h, " w", q.worker, " cq ", q.cq.id,
                           " present=", truth->present, " producible=", truth->producible,

@@ -156,6 +156,10 @@ struct WorldCounters {
   uint64_t device_events = 0;          // DEVICE_FATAL and GID_CHANGE injected
   uint64_t start_attempts_failed = 0;  // bring-up or registration attempts that failed
   uint64_t faults_dropped_at_stop = 0;
+  // Rare paths seen from the ground truth (campaign probes).
+  uint64_t cancels_while_posted = 0;      // Cancel of a task with a WR on the RNIC
+  uint64_t late_success_after_latch = 0;  // a TIMEOUT/CANCELED task with a slice that succeeded
+  uint64_t cq_quota_full = 0;             // oracle checks that found a CQ quota at cqe_limit
 };
 
 struct WorldOptions {

@@ -80,7 +80,8 @@ int Canaries(const char* argv0, const Args& a) {
                   static_cast<unsigned long long>(caught->report.seed),
                   static_cast<unsigned long long>(caught->report.seed - a.first + 1),
                   std::string(VerdictName(caught->verdict)).c_str(), msg.c_str());
-      std::printf("  %-34s replay: %s\n", "", ReplayCommand(argv0, run, caught->report.seed).c_str());
+      std::printf("  %-34s replay: %s\n", "",
+                  ReplayCommand(argv0, run, caught->report.seed).c_str());
     }
     std::fflush(stdout);
   }

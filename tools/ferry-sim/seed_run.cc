@@ -180,8 +180,9 @@ std::string Serialize(const SeedResult& r) {
   PutField(&out, "hash", absl::StrCat(r.report.trace_hash));
   PutField(&out, "entries", absl::StrCat(r.report.trace_entries));
   PutField(&out, "end", absl::StrCat(r.report.end_ns));
-  PutField(&out, "shape", absl::StrCat(r.report.shape.hosts, " ", r.report.shape.nics, " ",
-                                       r.report.shape.workers));
+  PutField(
+      &out, "shape",
+      absl::StrCat(r.report.shape.hosts, " ", r.report.shape.nics, " ", r.report.shape.workers));
   PutField(&out, "wall_us", absl::StrCat(static_cast<uint64_t>(r.wall_s * 1e6)));
   return out;
 }
@@ -240,7 +241,6 @@ bool WriteAll(int fd, std::string_view s) {
   }
   return true;
 }
-
 
 }  // namespace
 
@@ -359,8 +359,7 @@ std::optional<SeedResult> ForkPool::Next() {
                                              strsignal(WTERMSIG(status)), ")")
                               : absl::StrCat("exited with status ", WEXITSTATUS(status));
   r.message = absl::StrCat(how, tail.empty() ? "" : ": ", tail);
-  r.report.plan_text =
-      simworld::DrawSwarmPlan(c->seed, a_.families, a_.profile).ToString();
+  r.report.plan_text = simworld::DrawSwarmPlan(c->seed, a_.families, a_.profile).ToString();
   r.report.shape = simworld::ShapeOf(a_.profile, c->seed);
   return r;
 }

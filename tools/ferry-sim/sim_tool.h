@@ -121,7 +121,7 @@ struct Tally {
   std::array<uint64_t, 8> status{};
   uint64_t dead = 0;
   std::map<uint32_t, uint64_t> hosts, nics, workers;  // seeds by world shape
-  double wall_s = 0;  // summed over seeds
+  double wall_s = 0;                                  // summed over seeds
   std::vector<SeedResult> failures;
   Verdict worst = Verdict::kOk;
 
@@ -135,8 +135,7 @@ void PrintSummary(const char* argv0, const Args& a, const Tally& t, double secs)
 // One JSON object per seed (docs/simulator.md, "Campaigns").
 std::string JsonlLine(const Args& a, const SeedResult& r);
 // Parses one JSONL line back (the fields the tally needs); false + why.
-bool ParseJsonlLine(std::string_view line, SeedResult* r, std::string* profile,
-                    std::string* why);
+bool ParseJsonlLine(std::string_view line, SeedResult* r, std::string* profile, std::string* why);
 
 // `ferry-sim summarize FILE...`: the merged table of several JSONL files.
 int Summarize(const char* argv0, const std::vector<std::string>& files);

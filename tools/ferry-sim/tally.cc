@@ -43,8 +43,8 @@ std::string Tally::NeverHit() const {
   std::string out;
   for (size_t k = 0; k < sim::kSeededFaultKinds; ++k)
     if (faults[k] == 0)
-      absl::StrAppend(&out, out.empty() ? "" : " ", "fault:",
-                      std::string(sim::FaultKindName(static_cast<sim::FaultKind>(k))));
+      absl::StrAppend(&out, out.empty() ? "" : " ",
+                      "fault:", std::string(sim::FaultKindName(static_cast<sim::FaultKind>(k))));
   const std::vector<std::string> defensive = simworld::DefensiveProbes();
   for (const std::string& p : simworld::KnownProbes()) {
     if (std::find(defensive.begin(), defensive.end(), p) != defensive.end()) continue;
@@ -72,8 +72,7 @@ void PrintSummary(const char* argv0, const Args& a, const Tally& t, double secs)
               t.wall_s > 0 ? static_cast<double>(t.seeds) / t.wall_s : 0.0, t.wall_s);
   auto dist = [&](const char* name, const std::map<uint32_t, uint64_t>& m) {
     std::printf("  %-8s", name);
-    for (const auto& [k, v] : m)
-      std::printf(" %u:%llu", k, static_cast<unsigned long long>(v));
+    for (const auto& [k, v] : m) std::printf(" %u:%llu", k, static_cast<unsigned long long>(v));
     std::printf("\n");
   };
   std::printf("worlds (seeds by value):\n");
@@ -150,8 +149,7 @@ std::string JsonlLine(const Args& a, const SeedResult& r) {
   return j.dump();
 }
 
-bool ParseJsonlLine(std::string_view line, SeedResult* r, std::string* profile,
-                    std::string* why) {
+bool ParseJsonlLine(std::string_view line, SeedResult* r, std::string* profile, std::string* why) {
   const json j = json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
     *why = "not a JSON object";
@@ -220,7 +218,8 @@ int Summarize(const char* argv0, const std::vector<std::string>& files) {
         return kExitUsage;
       }
       if (!profile.empty() && p != profile) {
-        std::fprintf(stderr, "ferry-sim summarize: %s:%llu: profile %s after %s (merge one profile)\n",
+        std::fprintf(stderr,
+                     "ferry-sim summarize: %s:%llu: profile %s after %s (merge one profile)\n",
                      f.c_str(), static_cast<unsigned long long>(n), p.c_str(), profile.c_str());
         return kExitUsage;
       }

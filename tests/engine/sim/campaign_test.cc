@@ -53,8 +53,7 @@ TEST(SwarmShape, EveryDrawnShapeIsValidAndFitsItsLayout) {
     // The last byte of every range of the layout is inside the buffer.
     ASSERT_LE(l.W1Local(s.slots - 1, s.slot_bytes) + s.slot_bytes, l.w2_local);
     ASSERT_LE(l.W2Local(2 * s.hosts - 1) + l.w2_slot, l.w1_remote_base);
-    ASSERT_LE(l.W1Remote(s.hosts - 1, s.slots - 1, s.slot_bytes) + s.slot_bytes,
-              l.w2_remote_base);
+    ASSERT_LE(l.W1Remote(s.hosts - 1, s.slots - 1, s.slot_bytes) + s.slot_bytes, l.w2_remote_base);
     ASSERT_LE(l.W2Remote(s.hosts - 1, 1) + l.w2_slot, l.bytes);
     ASSERT_LE(uint64_t{s.hosts} * l.bytes, 80ull << 20) << s.ToString();
     ASSERT_EQ(simworld::DrawShape(seed).ToString(), s.ToString());  // the seed alone
@@ -104,8 +103,9 @@ TEST(CampaignOracle, Seed85StaleReqRetiringAReadyEndpointIsNamed) {
 #if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
   const simworld::SwarmReport found = RunRandom(85, {base::Mutation::kEngineC6AcceptStale});
   EXPECT_EQ(found.failure, simworld::FailureClass::kSafety);
-  EXPECT_TRUE(Contains(found.message, "stale_req_accepted: h0 retired its READY endpoint "
-                                      "sim3|h2:1000@sim3"))
+  EXPECT_TRUE(Contains(found.message,
+                       "stale_req_accepted: h0 retired its READY endpoint "
+                       "sim3|h2:1000@sim3"))
       << found.message;
   EXPECT_TRUE(Contains(found.message, "that the current endpoint did not send (C6)"))
       << found.message;
@@ -135,6 +135,30 @@ TEST(CampaignOracle, Seed2EarlyPublishIsCaughtByTheBytes) {
       << found.message;
 #endif
   EXPECT_EQ(RunRandom(2).message, "");
+}
+
+// Found by the first CI campaign (scripts/ci-sweep, seeds 552844177..
+// 552846176 on 4b6fcd0, the only failure in 2000): 5 hosts x 4 NICs, a CQ
+// overrun (cq_err) on h1 worker 2, every endpoint on that CQ retired, and
+// then resource_fail on the CQ's re-create. Context::RecreateCq destroyed the
+// errored CQ before creating the new one, so the failed create left an
+// empty slot: CqRecovering() looked up the slot's id (0, not the errored
+// one) and said no, and the owner built an endpoint on CQ handle 0
+// (ibv_create_qp: foreign handle). Fix: create and arm the new CQ first; on
+// any failure the errored CQ stays installed and the recovery is retried.
+TEST(CampaignRegression, Seed552845864FailedCqRecreateLeavesNoEmptyCqSlot) {
+  const simworld::SwarmReport clean = RunRandom(552845864);
+  EXPECT_EQ(clean.message, "") << clean.plan_text;
+  EXPECT_GE(clean.probes.at("cq_err"), 1u) << "seed 552845864 no longer overruns a CQ";
+  EXPECT_GE(clean.probes.at("cq_recreated"), 1u);
+#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
+  const simworld::SwarmReport found =
+      RunRandom(552845864, {base::Mutation::kEngineCqRecreateDestroysFirst});
+  EXPECT_EQ(found.failure, simworld::FailureClass::kSafety);
+  EXPECT_TRUE(
+      Contains(found.message, "foreign_handle: ibv_create_qp: cq handle 0 is not of this fabric"))
+      << found.message;
+#endif
 }
 
 }  // namespace
