@@ -44,7 +44,8 @@ enum class Mutation : uint32_t {
                                   // failed
   kEngineStaleCqeAnyGeneration,   // engine: a CQE is applied to its slot whatever its generation
   kEngineFailPublishesEarly,      // engine: a failed slice publishes FAILED while others are queued
-  kEngineCqRecreateDestroysFirst,  // engine: CQ_ERR recovery destroys the CQ before its re-create
+  kEngineCqRecreateDestroysFirst,    // engine: CQ_ERR recovery destroys the CQ before its re-create
+  kEngineKeepPortDownAfterReenable,  // engine: a re-enabled context keeps the rail's old port_down
   kCount,
 };
 
@@ -124,6 +125,8 @@ inline std::string_view MutationName(Mutation m) {
       return "engine_fail_publishes_early";
     case Mutation::kEngineCqRecreateDestroysFirst:
       return "engine_cq_recreate_destroys_first";
+    case Mutation::kEngineKeepPortDownAfterReenable:
+      return "engine_keep_port_down_after_reenable";
     case Mutation::kCount:
       break;
   }

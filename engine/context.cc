@@ -109,6 +109,8 @@ absl::Status Context::EnableStages() {
   FERRY_ASSIGN_OR_RETURN(hal::PortAttr port, verbs_->QueryPort(ctx_.get(), port_num_));
   lid_ = port.lid;
   active_mtu_ = port.active_mtu;
+  port_active_at_enable_ =
+      port.state == hal::PortState::kActive || port.state == hal::PortState::kActiveDefer;
   if (gid_index_config_ >= 0) {
     gid_index_ = gid_index_config_;
     gid_choice_ = GidChoice::kConfigured;

@@ -106,6 +106,10 @@ class Context {
   const hal::Gid& gid() const { return gid_; }
   uint16_t lid() const { return lid_; }
   hal::Mtu active_mtu() const { return active_mtu_; }
+  // The port's state when the context was last enabled (ibv_query_port):
+  // after a re-enable the port events of the closed device are gone, so
+  // an owner takes the rail's up/down state from here.
+  bool port_active_at_enable() const { return port_active_at_enable_; }
   uint8_t port_num() const { return port_num_; }
   int gid_index() const { return gid_index_; }
   // Why gid_index() was used (configured, or which automatic rule).
@@ -182,6 +186,7 @@ class Context {
   GidChoice gid_choice_ = GidChoice::kConfigured;
   uint16_t lid_ = 0;
   hal::Mtu active_mtu_ = hal::Mtu::k1024;
+  bool port_active_at_enable_ = true;
   uint32_t cqe_capacity_ = 0;
 
   std::atomic<uint32_t> parked_{0};

@@ -166,7 +166,14 @@ void Worker::ServeParkedContexts() {
       if (env_->context_reenabled) env_->context_reenabled(ci);
     }
     if (c->epoch() == r.park_epoch) continue;
-    // Re-enabled: every QP this owner held on the context died with the
+    // Re-enabled: the closed device's port events died with it (a link that
+    // went down before the fatal event and came up during the re-open sends
+    // no PORT_ACTIVE to the new context), so the rail's port state is the
+    // one queried at the re-enable (random-world seed 100857: rail sim0 of
+    // h0 stayed "port down" forever and its slices timed out).
+    if (!Mut(base::Mutation::kEngineKeepPortDownAfterReenable))
+      r.port_down = !c->port_active_at_enable();
+    // Every QP this owner held on the context died with the
     // device (evidence); its WRs resolve as innocent flushes; the ledgers
     // of the old CQs are dropped and new ones made for the new CQs.
     for (auto& ep : retiring_) {

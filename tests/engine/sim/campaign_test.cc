@@ -161,5 +161,28 @@ TEST(CampaignRegression, Seed552845864FailedCqRecreateLeavesNoEmptyCqSlot) {
 #endif
 }
 
+// Found by a sharded campaign (seeds 100001.., shard 0/2, on 4b6fcd0): 5
+// hosts x 4 NICs; h0's sim0 port went down (port_err), then DEVICE_FATAL
+// closed and re-opened the device while the link came back. The closed
+// device's PORT_ACTIVE never reached the new context, the rail kept
+// port_down, and with every fault off h0's slices to h2 on sim0 timed out
+// four attempts in a row. Fix: at a re-enable the rail takes the port state
+// queried by the re-enable (Context::port_active_at_enable).
+TEST(CampaignRegression, Seed100857ReenabledContextTakesThePortStateItQueried) {
+  const simworld::SwarmReport clean = RunRandom(100857);
+  EXPECT_EQ(clean.message, "") << clean.plan_text;
+  EXPECT_GE(clean.probes.at("device_fatal"), 1u);
+  EXPECT_GE(clean.probes.at("port_err"), 1u);
+#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
+  const simworld::SwarmReport found =
+      RunRandom(100857, {base::Mutation::kEngineKeepPortDownAfterReenable});
+  EXPECT_EQ(found.failure, simworld::FailureClass::kLiveness);
+  EXPECT_TRUE(Contains(found.message,
+                       "wave 2: not COMPLETED within 4 attempts with every fault off: h0->h2 tag "
+                       "9020 TIMEOUT h0->h2 tag 9021 TIMEOUT"))
+      << found.message;
+#endif
+}
+
 }  // namespace
 }  // namespace ferry::engine::testing
