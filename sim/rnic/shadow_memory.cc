@@ -108,29 +108,36 @@ uint8_t AttributableByte(uint64_t task_id, uint64_t offset) {
   return static_cast<uint8_t>(h >> (8 * (offset % 8)));
 }
 
-// Both walk word by word: one hash per 8 bytes (the bytes AttributableByte
-// gives, computed once per word).
-void FillAttributable(std::span<uint8_t> bytes, uint64_t task_id, uint64_t offset0) {
+namespace {
+
+// Walks `n` bytes from offset0 word by word (one hash per 8 bytes: the
+// bytes AttributableByte gives); `at(i, byte)` returns false to stop.
+// Returns the index it stopped at, or n.
+template <typename F>
+size_t WalkAttributable(size_t n, uint64_t task_id, uint64_t offset0, F at) {
   const uint64_t seed = base::Fnv1a64UpdateU64(base::kFnv1a64Offset, task_id);
   size_t i = 0;
-  while (i < bytes.size()) {
+  while (i < n) {
     const uint64_t off = offset0 + i;
     const uint64_t h = base::Fnv1a64UpdateU64(seed, off / 8);
-    for (uint64_t b = off % 8; b < 8 && i < bytes.size(); ++b, ++i)
-      bytes[i] = static_cast<uint8_t>(h >> (8 * b));
+    for (uint64_t b = off % 8; b < 8 && i < n; ++b, ++i)
+      if (!at(i, static_cast<uint8_t>(h >> (8 * b)))) return i;
   }
+  return n;
+}
+
+}  // namespace
+
+void FillAttributable(std::span<uint8_t> bytes, uint64_t task_id, uint64_t offset0) {
+  (void)WalkAttributable(bytes.size(), task_id, offset0, [&](size_t i, uint8_t v) {
+    bytes[i] = v;
+    return true;
+  });
 }
 
 size_t FirstNotAttributable(std::span<const uint8_t> bytes, uint64_t task_id, uint64_t offset0) {
-  const uint64_t seed = base::Fnv1a64UpdateU64(base::kFnv1a64Offset, task_id);
-  size_t i = 0;
-  while (i < bytes.size()) {
-    const uint64_t off = offset0 + i;
-    const uint64_t h = base::Fnv1a64UpdateU64(seed, off / 8);
-    for (uint64_t b = off % 8; b < 8 && i < bytes.size(); ++b, ++i)
-      if (bytes[i] != static_cast<uint8_t>(h >> (8 * b))) return i;
-  }
-  return bytes.size();
+  return WalkAttributable(bytes.size(), task_id, offset0,
+                          [&](size_t i, uint8_t v) { return bytes[i] == v; });
 }
 
 }  // namespace ferry::sim

@@ -267,27 +267,26 @@ void ForkPool::Start(uint64_t seed) {
   c->seed = seed;
   children_.push_back(c);
   int fds[2];
-  if (pipe(fds) != 0) {
+  // A pipe or fork that fails makes the seed a crash result (with errno).
+  auto failed = [&](std::string_view what) {
     SeedResult r;
     r.report.seed = seed;
     r.verdict = Verdict::kCrash;
-    r.message = absl::StrCat("pipe: ", std::strerror(errno));
+    r.message = absl::StrCat(AV(what), ": ", std::strerror(errno));
     c->failed_start = std::move(r);
     c->eof = true;
+  };
+  if (pipe(fds) != 0) {
+    failed("pipe");
     return;
   }
   std::fflush(stdout);
   std::fflush(stderr);
   const pid_t pid = fork();
   if (pid < 0) {
+    failed("fork");
     close(fds[0]);
     close(fds[1]);
-    SeedResult r;
-    r.report.seed = seed;
-    r.verdict = Verdict::kCrash;
-    r.message = absl::StrCat("fork: ", std::strerror(errno));
-    c->failed_start = std::move(r);
-    c->eof = true;
     return;
   }
   if (pid == 0) {
