@@ -46,6 +46,7 @@ enum class Mutation : uint32_t {
   kEngineFailPublishesEarly,      // engine: a failed slice publishes FAILED while others are queued
   kEngineCqRecreateDestroysFirst,    // engine: CQ_ERR recovery destroys the CQ before its re-create
   kEngineKeepPortDownAfterReenable,  // engine: a re-enabled context keeps the rail's old port_down
+  kEngineTimeoutBeforeDeadline,  // engine: the timeout sweep judges deadlines half a timeout early
   kCount,
 };
 
@@ -127,6 +128,8 @@ inline std::string_view MutationName(Mutation m) {
       return "engine_cq_recreate_destroys_first";
     case Mutation::kEngineKeepPortDownAfterReenable:
       return "engine_keep_port_down_after_reenable";
+    case Mutation::kEngineTimeoutBeforeDeadline:
+      return "engine_timeout_before_deadline";
     case Mutation::kCount:
       break;
   }

@@ -29,12 +29,15 @@ bool Worker::WrStillOnFifo(const TaskRoute::PostedWr& e) const {
 void Worker::SweepTimeouts(uint64_t now) {
   // No task can expire before the earliest deadline seen by the last full
   // sweep (OnSubmit lowers it): most steps skip the walk over tasks_.
-  if (now < next_task_deadline_ns_) return;
+  // Test-only: the bug of judging a deadline early (half a slice timeout).
+  const uint64_t judged_ns =
+      Mut(base::Mutation::kEngineTimeoutBeforeDeadline) ? now + cfg_.slice_timeout_ns / 2 : now;
+  if (judged_ns < next_task_deadline_ns_) return;
   next_task_deadline_ns_ = UINT64_MAX;
   for (const auto& t : tasks_) {
     Task& task = *t->task;
     if (t->timeout_handled || IsTerminal(task.status())) continue;
-    if (!task.Expired(now)) {
+    if (!task.Expired(judged_ns)) {
       next_task_deadline_ns_ = std::min(next_task_deadline_ns_, task.geometry().deadline_ns);
       continue;
     }

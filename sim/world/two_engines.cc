@@ -440,6 +440,11 @@ void TwoEngines::OnEngineEvent(uint32_t h, const LifecycleRecord& r, const engin
       if (t.host != h || t.dead || t.task.get() != task) continue;
       last_timeout_[h] = static_cast<int64_t>(i);
       if (!t.latch_mark) t.latch_mark = fabric_.stats().wrs_posted;
+      // C2: a task is timed out only once its own deadline passed.
+      if (clock_.NowNs() < t.task->geometry().deadline_ns)
+        Fail(absl::StrCat("timeout_before_deadline: task ", t.label, " was timed out at ",
+                          clock_.NowNs(), " ns, before its deadline ",
+                          t.task->geometry().deadline_ns, " ns (C2)"));
     }
     return;
   }

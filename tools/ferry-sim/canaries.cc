@@ -37,6 +37,7 @@ constexpr Canary kCanaries[] = {
     {base::Mutation::kEngineFailPublishesEarly, "queued slice posted after publish"},
     {base::Mutation::kEngineC9LeakAtShutdown, "C9 leak at shutdown"},
     {base::Mutation::kEngineC4ReleaseFailedDestroy, "C4 quota released at a failed destroy"},
+    {base::Mutation::kEngineTimeoutBeforeDeadline, "C2 a task timed out before its deadline"},
     {base::Mutation::kEngineC5NonOwnerCall, "C5 a verbs call off the owner"},
 };
 

@@ -125,6 +125,20 @@ TEST(CampaignOracle, Seed4FailedSlicePublishingEarlyIsNamed) {
 #endif
 }
 
+// C2: a task is timed out only once its own deadline passed (the oracle
+// checks at each timeout the engine reports, on the engine's own step).
+TEST(CampaignOracle, Seed1TimeoutBeforeTheDeadlineIsNamed) {
+  EXPECT_EQ(RunRandom(1).message, "");
+#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
+  const simworld::SwarmReport found = RunRandom(1, {base::Mutation::kEngineTimeoutBeforeDeadline});
+  EXPECT_EQ(found.failure, simworld::FailureClass::kSafety);
+  EXPECT_TRUE(Contains(found.message,
+                       "timeout_before_deadline: task 1 was timed out at 2120039 ns, before its "
+                       "deadline 3119939 ns (C2)"))
+      << found.message;
+#endif
+}
+
 // C1 without a scripted straggler: the random world's early publish is
 // caught by the bytes of a COMPLETED READ.
 TEST(CampaignOracle, Seed2EarlyPublishIsCaughtByTheBytes) {
