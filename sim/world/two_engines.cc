@@ -154,7 +154,8 @@ TwoEngines::TwoEngines(uint64_t seed, sim::NetPlan plan, const base::Mutations& 
       steps_max_(options.steps_max),
       hosts_(options.hosts),
       last_timeout_(options.hosts, -1),
-      last_req_(options.hosts) {
+      last_req_(options.hosts),
+      known_incarnations_(options.hosts) {
   FERRY_CHECK(options.hosts >= 2 && options.hosts <= kHostsMax);
   FERRY_CHECK(options.devices_per_host >= 1 && options.devices_per_host <= kDevicesPerHostMax);
   config_.devices.clear();
@@ -488,6 +489,8 @@ void TwoEngines::CheckStaleAccept(uint32_t h, const LifecycleRecord& r) {
     const std::optional<uint32_t> peer_ctx = pe.ContextIndexOf(peer_dev);
     if (!ctx || !peer_ctx) return;
     pr.before = hosts_[h].engine->PeerRecordOf(r.worker, *ctx, r.key.substr(bar + 1));
+    if (pr.before && pr.before->has_peer)
+      known_incarnations_[h].insert({r.key, pr.before->peer_incarnation});
     const std::string back = absl::StrCat("h", h, ":1000@", local_dev);
     const std::optional<engine::SteppedEngine::PeerRecord> cur =
         pe.PeerRecordOf(pe.OwnerOf(*peer_ctx, back), *peer_ctx, back);
@@ -513,7 +516,14 @@ void TwoEngines::CheckStaleAccept(uint32_t h, const LifecycleRecord& r) {
                            pr.before->peer_generation == pr.live_generation;
   const bool req_live =
       pr.req_incarnation == pr.live_incarnation && pr.req_generation == pr.live_generation;
-  if (paired_live && !req_live)
+  // Judged where the protocol lets the engine know the REQ is stale: an
+  // older generation of the live process, or a process this key's endpoint
+  // was already paired with (replaced since). A delayed REQ of an exited
+  // process the engine never heard from looks like a restart (incarnations
+  // are unordered random numbers): docs/contract.md, C6, and seed 108033.
+  const bool knowable = pr.req_incarnation == pr.live_incarnation ||
+                        known_incarnations_[h].contains({r.key, pr.req_incarnation});
+  if (paired_live && !req_live && knowable)
     Fail(absl::StrCat("stale_req_accepted: h", h, " retired its READY endpoint ", r.key,
                       " (paired with h", pr.peer, "'s current endpoint: incarnation ",
                       pr.live_incarnation, " generation ", pr.live_generation,

@@ -44,6 +44,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <utility>
@@ -337,6 +338,8 @@ class TwoEngines {
     std::optional<engine::SteppedEngine::PeerRecord> before;
   };
   std::vector<PendingReq> last_req_;
+  // Per host: (key, peer incarnation) pairs its endpoints recorded.
+  std::vector<std::set<std::pair<std::string, uint64_t>>> known_incarnations_;
   // Runner faults and driver calls by (at_ns, insertion seq).
   struct Pending {
     WorldFault fault;

@@ -198,5 +198,23 @@ TEST(CampaignRegression, Seed100857ReenabledContextTakesThePortStateItQueried) {
 #endif
 }
 
+// Found by the sharded campaign of session 7 (seeds 100001..108847, the
+// only failure of 8713, under the first form of stale_req_accepted): h1
+// restarted 5 us after sending its first REQ; that REQ of the exited
+// process reached h0 after h0 had connected to h1's new process, and h0
+// retired the live endpoint for it. h0 had never heard from the exited
+// process, and incarnations are unordered, so the engine cannot tell the
+// REQ is stale: the documented gap of docs/contract.md (C6). The rule now
+// judges what the protocol can know; this seed replays clean, and its
+// trajectory (a REQ of an unknown exited process retiring the live
+// endpoint) is asserted so a fix (ordered incarnations) shows up here.
+TEST(CampaignRegression, Seed108033DelayedReqOfAnUnknownExitedProcessIsTheDocumentedGap) {
+  const simworld::SwarmReport r = RunRandom(108033);
+  EXPECT_EQ(r.message, "") << r.plan_text;
+  EXPECT_EQ(r.probes.at("world.restarts"), 2u);
+  EXPECT_EQ(r.probes.at("stale_req"), 0u);
+  EXPECT_GE(r.probes.at("ep_retire"), 6u);
+}
+
 }  // namespace
 }  // namespace ferry::engine::testing
