@@ -52,10 +52,6 @@ constexpr std::array<std::string_view, 14> kCounterProbes = {
     "world.cq_quota_full",             // CQ-full back-pressure (quota at cqe_limit)
 };
 
-std::string RatioText(sim::Ratio r) {
-  return r.num == 0 ? std::string("off") : absl::StrCat(r.num, "/", r.den);
-}
-
 // One of three menu entries, drawn whether used or not.
 template <typename T>
 T Pick(sim::Prng& p, const std::array<T, 3>& menu) {

@@ -22,10 +22,6 @@ T Pick(sim::Prng& p, const std::array<T, N>& menu) {
   return menu[p.Below(N)];
 }
 
-std::string RatioText(sim::Ratio r) {
-  return r.num == 0 ? std::string("off") : absl::StrCat(r.num, "/", r.den);
-}
-
 // The largest power of two <= v (v >= 1).
 uint64_t FloorPow2(uint64_t v) {
   uint64_t p = 1;
@@ -34,6 +30,10 @@ uint64_t FloorPow2(uint64_t v) {
 }
 
 }  // namespace
+
+std::string RatioText(sim::Ratio r) {
+  return r.num == 0 ? std::string("off") : absl::StrCat(r.num, "/", r.den);
+}
 
 std::string_view WorldProfileName(WorldProfile p) {
   return p == WorldProfile::kFixed ? "fixed" : "random";

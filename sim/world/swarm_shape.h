@@ -72,6 +72,9 @@ struct WorldShape {
   std::string ToString() const;
 };
 
+// "off" for a zero ratio, else "num/den" (plans print their rates so).
+std::string RatioText(sim::Ratio r);
+
 WorldShape FixedShape();
 // The random profile's shape of `seed` (Prng(seed * 7919 + 3)).
 WorldShape DrawShape(uint64_t seed);

@@ -352,19 +352,8 @@ class TwoEngines {
 };
 
 // Workload helpers shared by the swarm and the scenario tests.
-// A request from host `from` to its peer (1 - from): local and remote
-// addresses are offsets into the two hosts' buffers.
-inline Request MakeReq(TwoEngines& w, uint32_t from, SegmentHandle seg, OpKind op,
-                       uint64_t local_off, uint64_t remote_off, uint64_t len) {
-  Request r;
-  r.opcode = op;
-  r.local_addr = reinterpret_cast<uint64_t>(w.host(from).buf.data()) + local_off;
-  r.length_bytes = len;
-  r.segment = seg;
-  r.remote_addr = reinterpret_cast<uint64_t>(w.host(1 - from).buf.data()) + remote_off;
-  return r;
-}
-// A request from host `from` to host `to`.
+// A request from host `from` to host `to`: local and remote addresses are
+// offsets into the two hosts' buffers.
 inline Request MakeReqTo(TwoEngines& w, uint32_t from, uint32_t to, SegmentHandle seg, OpKind op,
                          uint64_t local_off, uint64_t remote_off, uint64_t len) {
   Request r;
@@ -374,6 +363,11 @@ inline Request MakeReqTo(TwoEngines& w, uint32_t from, uint32_t to, SegmentHandl
   r.segment = seg;
   r.remote_addr = reinterpret_cast<uint64_t>(w.host(to).buf.data()) + remote_off;
   return r;
+}
+// A request from host `from` to its peer (1 - from) in a two-host world.
+inline Request MakeReq(TwoEngines& w, uint32_t from, SegmentHandle seg, OpKind op,
+                       uint64_t local_off, uint64_t remote_off, uint64_t len) {
+  return MakeReqTo(w, from, 1 - from, seg, op, local_off, remote_off, len);
 }
 // Writes attributable bytes of `tag` (sim/rnic/shadow_memory.h) into host h.
 inline void Fill(TwoEngines& w, uint32_t h, uint64_t off, uint64_t len, uint64_t tag) {

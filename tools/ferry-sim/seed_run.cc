@@ -255,6 +255,8 @@ struct ForkPool::Child {
   std::optional<SeedResult> failed_start;  // fork or pipe failed
 };
 
+ForkPool::ForkPool(const Args& a) : a_(a) {}
+
 ForkPool::~ForkPool() {
   while (Next().has_value()) {
   }
@@ -263,9 +265,9 @@ ForkPool::~ForkPool() {
 void ForkPool::Start(uint64_t seed) {
   FERRY_CHECK_GE(a_.jobs, 1u);
   while (children_.size() >= a_.jobs) PumpOnce();
-  auto* c = new Child;
+  children_.push_back(std::make_unique<Child>());
+  Child* c = children_.back().get();
   c->seed = seed;
-  children_.push_back(c);
   int fds[2];
   // A pipe or fork that fails makes the seed a crash result (with errno).
   auto failed = [&](std::string_view what) {
@@ -309,10 +311,10 @@ void ForkPool::Start(uint64_t seed) {
 void ForkPool::PumpOnce() {
   std::vector<pollfd> pfds;
   std::vector<Child*> who;
-  for (Child* c : children_) {
+  for (const std::unique_ptr<Child>& c : children_) {
     if (c->eof) continue;
     pfds.push_back(pollfd{c->fd, POLLIN, 0});
-    who.push_back(c);
+    who.push_back(c.get());
   }
   if (pfds.empty()) return;
   if (poll(pfds.data(), pfds.size(), -1) < 0) return;  // EINTR: the caller pumps again
@@ -333,10 +335,9 @@ void ForkPool::PumpOnce() {
 
 std::optional<SeedResult> ForkPool::Next() {
   if (children_.empty()) return std::nullopt;
-  Child* c = children_.front();
-  while (!c->eof) PumpOnce();
+  while (!children_.front()->eof) PumpOnce();
+  const std::unique_ptr<Child> c = std::move(children_.front());
   children_.erase(children_.begin());
-  std::unique_ptr<Child> owned(c);
   if (c->failed_start) return std::move(*c->failed_start);
   int status = 0;
   while (waitpid(c->pid, &status, 0) < 0 && errno == EINTR) {

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -90,7 +91,7 @@ std::string ReplayCommand(const char* argv0, const Args& a, uint64_t seed);
 // in the order the seeds were started.
 class ForkPool {
  public:
-  explicit ForkPool(const Args& a) : a_(a) {}
+  explicit ForkPool(const Args& a);
   ~ForkPool();
   ForkPool(const ForkPool&) = delete;
   ForkPool& operator=(const ForkPool&) = delete;
@@ -106,7 +107,7 @@ class ForkPool {
   struct Child;
   void PumpOnce();
   const Args& a_;
-  std::vector<Child*> children_;  // start order
+  std::vector<std::unique_ptr<Child>> children_;  // start order
 };
 
 // A sweep's counters and the summary table.
