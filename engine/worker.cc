@@ -40,12 +40,10 @@ Worker::~Worker() = default;
 void Worker::Push(InboxItem item) {
   base::MutexLock l(&mu_);
   inbox_.push_back(std::move(item));
+  inbox_size_.store(inbox_.size(), std::memory_order_release);
 }
 
-size_t Worker::InboxSize() const {
-  base::MutexLock l(&mu_);
-  return inbox_.size();
-}
+size_t Worker::InboxSize() const { return inbox_size_.load(std::memory_order_acquire); }
 
 std::vector<Endpoint*> Worker::LiveList() const {
   std::vector<Endpoint*> out;
@@ -54,6 +52,12 @@ std::vector<Endpoint*> Worker::LiveList() const {
       out.push_back(ep.get());
     });
   return out;
+}
+
+void Worker::ForEachLive(absl::FunctionRef<void(Endpoint*)> f) const {
+  for (const auto& st : stores_)
+    st->ForEach(
+        [&f](const EndpointKey&, const std::unique_ptr<Endpoint>& ep, bool) { f(ep.get()); });
 }
 
 size_t Worker::LiveEndpoints() const {
@@ -104,8 +108,8 @@ WaitSet Worker::WaitSetNow() {
   auto consider = [&ws](std::optional<uint64_t> t) {
     if (t && (!ws.deadline_ns || *t < *ws.deadline_ns)) ws.deadline_ns = t;
   };
-  for (Endpoint* ep : LiveList()) {
-    const Key key{ep->context(), ep->peer_path()};
+  ForEachLive([&](Endpoint* ep) {
+    const KeyView key{ep->context(), ep->peer_path()};
     if (ep->state() == EndpointState::kConnecting) {
       consider(ep->next_resend_ns);
       consider(ep->handshake_deadline_ns);
@@ -119,7 +123,7 @@ WaitSet Worker::WaitSetNow() {
         if (dq.fifo.size() < ep->wr_depth() && q.free() > 0 && !q.ZombieOverCap())
           ws.work_now = true;
     }
-  }
+  });
   for (const auto& [key, dq] : pending_) {
     if (dq.empty() || Peek(key) != nullptr) continue;
     if (RailPaused(key.first) && !shutdown_) {
@@ -247,6 +251,7 @@ void Worker::DrainInbox() {
       items.push_back(std::move(inbox_.front()));
       inbox_.pop_front();
     }
+    inbox_size_.store(inbox_.size(), std::memory_order_release);
   }
   for (InboxItem& item : items) {
     if (auto* s = std::get_if<InboxSubmit>(&item)) {

@@ -41,6 +41,7 @@
 #define FERRY_ENGINE_WORKER_H_
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -181,6 +182,16 @@ class Worker {
 
  private:
   using Key = std::pair<uint32_t, std::string>;  // (context, peer path)
+  using KeyView = std::pair<uint32_t, std::string_view>;
+  // Orders Key and KeyView alike (as Key's own operator< does), so a map
+  // keyed by Key is searched by a KeyView without copying the path.
+  struct KeyLess {
+    using is_transparent = void;
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const {
+      return KeyView(a.first, a.second) < KeyView(b.first, b.second);
+    }
+  };
   using Store = EndpointStore<std::unique_ptr<Endpoint>>;
   struct Slot {
     std::shared_ptr<TaskRoute> route;
@@ -317,6 +328,9 @@ class Worker {
   Endpoint* Peek(const Key& key) const;
   Endpoint* Hit(const Key& key);
   std::vector<Endpoint*> LiveList() const;
+  // The endpoints of LiveList, in its order, without the copy; `f` must not
+  // add, remove or retire endpoints.
+  void ForEachLive(absl::FunctionRef<void(Endpoint*)> f) const;
   // Room for an actively opened endpoint on context ctx: below capacity,
   // or an idle endpoint to evict.
   bool StoreHasRoom(uint32_t ctx) const;
@@ -328,6 +342,9 @@ class Worker {
 
   mutable base::Mutex mu_;
   std::deque<InboxItem> inbox_ ABSL_GUARDED_BY(mu_);
+  // inbox_.size(), written under mu_ with every change; InboxSize reads it
+  // without the lock (the simulator asks for it at every scheduler step).
+  std::atomic<size_t> inbox_size_{0};
 
   // Owner-only state below.
   std::vector<std::unique_ptr<Store>> stores_;  // one per context
@@ -345,7 +362,7 @@ class Worker {
   // the peer has reused since) would mispair them (C6).
   std::map<Key, std::pair<uint64_t, uint64_t>> peer_gen_seen_;  // -> (incarnation, generation)
   std::deque<Key> peer_gen_order_;
-  std::map<Key, std::deque<Pending>> pending_;
+  std::map<Key, std::deque<Pending>, KeyLess> pending_;
   std::vector<Slot> slots_;
   std::vector<uint32_t> free_slots_;
   std::map<uint64_t, QpRef> qp_by_uid_;

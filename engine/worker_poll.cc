@@ -19,7 +19,7 @@ using namespace worker_internal;  // NOLINT(build/namespaces): the worker's own 
 void Worker::PollAll() {
   const uint64_t now = env_->clock->NowNs();
   uint64_t outstanding = 0;
-  for (Endpoint* ep : LiveList()) outstanding += ep->Outstanding();
+  ForEachLive([&outstanding](Endpoint* ep) { outstanding += ep->Outstanding(); });
   for (const auto& ep : retiring_) outstanding += ep->Outstanding();
   if (outstanding > 0 && last_poll_ns_ != 0)
     stats_.max_poll_gap_ns = std::max(stats_.max_poll_gap_ns, now - last_poll_ns_);

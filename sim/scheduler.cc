@@ -180,6 +180,7 @@ Scheduler::StepKind Scheduler::StepImpl(uint64_t time_max_ns) {
   }
   if (!runnable_.empty()) {
     const size_t chosen = Pick();
+    last_actor_ = chosen;
     const uint64_t cost_ns = actors_[chosen]->Step();
     ++steps_;
     TraceEvent("step", chosen, cost_ns, runnable_.size());
@@ -210,6 +211,7 @@ Scheduler::StepKind Scheduler::StepImpl(uint64_t time_max_ns) {
   FERRY_CHECK_GT(*next_ns, now_ns);  // due timers were fired above
   if (*next_ns > time_max_ns) return StepKind::kPastTimeLimit;
   clock_->AdvanceTo(*next_ns);
+  last_actor_.reset();
   ++jumps_;
   TraceEvent("jump", now_ns, *next_ns, 0);
   return StepKind::kJumped;

@@ -121,6 +121,9 @@ class Scheduler {
   bool StepOnce();
 
   uint64_t steps() const { return steps_; }
+  // Index (in AddActor order) of the actor that ran the last step; nullopt
+  // before the first step and after a time jump (no actor ran).
+  std::optional<size_t> last_actor() const { return last_actor_; }
 
  private:
   enum class StepKind : uint8_t { kStepped, kJumped, kIdle, kPastTimeLimit };
@@ -140,6 +143,7 @@ class Scheduler {
   size_t next_change_ = 0;
   uint64_t steps_ = 0;
   uint64_t jumps_ = 0;
+  std::optional<size_t> last_actor_;
 };
 
 }  // namespace ferry::sim

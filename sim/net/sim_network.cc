@@ -212,7 +212,7 @@ absl::StatusOr<std::unique_ptr<SimControlNet>> SimNetwork::Bind(std::string_view
   ++live_endpoints_;
   TraceEvent("net.bind", AddrId(address), ep.incarnation, 0);
   return std::unique_ptr<SimControlNet>(
-      new SimControlNet(this, std::string(address), ep.incarnation));
+      new SimControlNet(this, std::string(address), ep.incarnation, &ep));
 }
 
 absl::Status SimNetwork::CheckLive(std::string_view address, uint64_t incarnation) const {
@@ -345,8 +345,12 @@ absl::StatusOr<std::optional<hal::Message>> SimNetwork::PollAt(std::string_view 
 }
 
 size_t SimNetwork::PollableAt(std::string_view address, uint64_t incarnation) const {
-  if (!CheckLive(address, incarnation).ok()) return 0;
-  const Endpoint& ep = endpoints_.find(address)->second;
+  // One lookup (the listener asks at every scheduler step): CheckLive's
+  // rule without building its error.
+  auto it = endpoints_.find(address);
+  FERRY_CHECK(it != endpoints_.end());  // an endpoint exists only after Bind
+  const Endpoint& ep = it->second;
+  if (!ep.bound || ep.incarnation != incarnation) return 0;
   return ep.paused ? 0 : ep.inbound.size();
 }
 
@@ -552,7 +556,12 @@ absl::Status SimControlNet::Send(std::string_view peer, absl::Span<const uint8_t
   return net_->SendFrom(address_, incarnation_, peer, bytes);
 }
 
-size_t SimControlNet::pollable() const { return net_->PollableAt(address_, incarnation_); }
+size_t SimControlNet::pollable() const {
+  // PollableAt's rule on the endpoint record (asked at every scheduler step).
+  const SimNetwork::Endpoint& ep = *endpoint_;
+  if (!ep.bound || ep.incarnation != incarnation_ || ep.paused) return 0;
+  return ep.inbound.size();
+}
 
 absl::StatusOr<std::optional<hal::Message>> SimControlNet::Poll(uint64_t /*timeout_ns*/) {
   return net_->PollAt(address_, incarnation_);

@@ -243,6 +243,7 @@ class SimNetwork final : public Actor {
   Trace* trace_;
   NetPlan plan_;
   NetCounters counters_;
+  // Never erased: a SimControlNet keeps a pointer to its record.
   std::map<std::string, Endpoint, std::less<>> endpoints_;
   std::map<FlightKey, Copy> in_flight_;
   std::set<std::pair<std::string, std::string>> cut_;  // directed (from, to)
@@ -282,11 +283,15 @@ class SimControlNet final : public hal::ControlNet {
 
  private:
   friend class SimNetwork;
-  SimControlNet(SimNetwork* net, std::string address, uint64_t incarnation)
-      : net_(net), address_(std::move(address)), incarnation_(incarnation) {}
+  SimControlNet(SimNetwork* net, std::string address, uint64_t incarnation,
+                const SimNetwork::Endpoint* endpoint)
+      : net_(net), address_(std::move(address)), incarnation_(incarnation), endpoint_(endpoint) {}
   SimNetwork* net_;
   std::string address_;
   uint64_t incarnation_;
+  // The network's record of address_ (endpoints are never erased, so the
+  // pointer stays valid): pollable() reads it without a lookup.
+  const SimNetwork::Endpoint* endpoint_;
 };
 
 // "host:port" with a non-empty host and a decimal port in [1, 65535].

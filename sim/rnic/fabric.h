@@ -195,6 +195,10 @@ class Fabric final : public Actor {
   // ---------------------------------------------------------- ground truth
   ShadowMemory& shadow() { return shadow_; }
   absl::StatusOr<CqTruth> TruthOf(hal::CqHandle cq) const;
+  // Bit h set: an event dispatched since the last call may have changed a
+  // CQ truth of host h (a QP event sets its QP's host and its peer's; a
+  // fault tick, a script or a port event every bit). Clears the mask.
+  uint64_t TakeTouchedHosts() { return std::exchange(touched_hosts_, 0); }
   // A WR with a local SGE overlapping [addr, addr + len) whose completion
   // the consumer has not polled yet, on a QP not destroyed and not in
   // RESET: "h0/sim0 qpn=17 state=RTS wr seq=4", or "" when none. Such a
@@ -629,8 +633,31 @@ class Fabric final : public Actor {
   Trace* trace_;
   uint32_t current_actor_ = 0;
   uint64_t next_event_seq_ = 0;
+  uint64_t touched_hosts_ = 0;  // see TakeTouchedHosts
   EventHeap events_;
-  std::vector<std::deque<Event>> chans_;
+  // A channel's FIFO: a vector read from `head` (reset when drained), not a
+  // std::deque: libstdc++'s deque allocates when constructed and is copied
+  // (not moved) when chans_ grows, which cost more than the events did.
+  struct EventFifo {
+    std::vector<Event> v;
+    size_t head = 0;
+    bool empty() const { return head == v.size(); }
+    size_t size() const { return v.size() - head; }
+    const Event& front() const { return v[head]; }
+    const Event& back() const { return v.back(); }
+    void push_back(const Event& e) { v.push_back(e); }
+    void pop_front() {
+      if (++head == v.size()) {
+        v.clear();
+        head = 0;
+      } else if (head >= 1024 && head * 2 >= v.size()) {
+        // A channel that never drains keeps at most twice its live events.
+        v.erase(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(head));
+        head = 0;
+      }
+    }
+  };
+  std::vector<EventFifo> chans_;
 
   std::vector<Host> hosts_;
   std::vector<Device> devices_;

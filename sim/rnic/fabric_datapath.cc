@@ -36,7 +36,7 @@ void Fabric::Push(EvType type, uint64_t t_ns, uint32_t a, uint32_t b, uint64_t c
     return;
   }
   if (chan >= chans_.size()) chans_.resize(chan + 1);
-  std::deque<Event>& f = chans_[chan];
+  EventFifo& f = chans_[chan];
   FERRY_CHECK_LT(f.size(), size_t{1} << 26);
   if (f.empty()) {
     events_.push(e);
@@ -49,7 +49,7 @@ void Fabric::Push(EvType type, uint64_t t_ns, uint32_t a, uint32_t b, uint64_t c
 Fabric::Event Fabric::PopNext() {
   const Event e = events_.top();
   if (e.chan != kNone) {
-    std::deque<Event>& f = chans_[e.chan];
+    EventFifo& f = chans_[e.chan];
     FERRY_CHECK(!f.empty() && f.front().seq == e.seq);
     f.pop_front();
     if (!f.empty()) {
@@ -97,6 +97,15 @@ bool Fabric::Settle(uint64_t budget_ns) {
 
 void Fabric::Dispatch(const Event& e) {
   ++stats_.events;
+  const bool qp_event = e.type == EvType::kReq || e.type == EvType::kResp ||
+                        e.type == EvType::kTimer || e.type == EvType::kCqeDeliver;
+  if (qp_event && e.a < qps_.size()) {
+    const Qp& q = *qps_[e.a];
+    touched_hosts_ |= uint64_t{1} << (q.host % 64);
+    if (q.dst_dev != kNone) touched_hosts_ |= uint64_t{1} << (devices_[q.dst_dev].host % 64);
+  } else {
+    touched_hosts_ = ~uint64_t{0};
+  }
   switch (e.type) {
     case EvType::kReq:
       OnReq(e);

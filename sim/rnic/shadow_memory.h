@@ -17,8 +17,8 @@
 // - Check() is O(log n + overlapping intervals) and free when nothing is
 //   tracked, so the benchmark pays nothing.
 // - Attributable bytes: AttributableByte(task, offset) is a fixed function of
-//   (task, offset) (FNV-1a), so bytes found in a buffer name the task that
-//   wrote them.
+//   (task, offset) (FNV-1a of the task, splitmix64's finalizer per 8-byte
+//   word), so bytes found in a buffer name the task that wrote them.
 #ifndef FERRY_SIM_RNIC_SHADOW_MEMORY_H_
 #define FERRY_SIM_RNIC_SHADOW_MEMORY_H_
 

@@ -49,8 +49,9 @@ class SimRuntime::WorkerActor final : public sim::Actor {
   std::string_view name() const override { return name_; }
   bool Runnable() override {
     if (rt_->dead_) return false;
-    if (rt_->engine_->InboxSize(w_) > 0 || ws_.work_now || ws_.poll_now || first_) return true;
-    return ws_.deadline_ns && *ws_.deadline_ns <= rt_->fabric_->NowNs();
+    if (ws_.work_now || ws_.poll_now || first_) return true;
+    if (ws_.deadline_ns && *ws_.deadline_ns <= rt_->fabric_->NowNs()) return true;
+    return rt_->engine_->InboxSize(w_) > 0;
   }
   uint64_t Step() override {
     first_ = false;

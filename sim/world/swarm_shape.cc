@@ -142,7 +142,7 @@ std::string WorldShape::ToString() const {
   absl::StrAppend(&out, "  workload: ", slots, " slots of <= ", slot_bytes,
                   " B, batches <= ", batch_max, ", ", peers_per_host, " peers/host, cancel ",
                   RatioText(cancel), ", c8 probes ", RatioText(c8_probe), ", poison on reuse ",
-                  poison_on_reuse ? "on" : "off", "\n");
+                  poison_on_reuse ? "on" : "off", ", buffer ", BufBytes(), " B/host\n");
   return out;
 }
 

@@ -64,6 +64,7 @@
 #include "sim/virtual_clock.h"
 #include "sim/world/engine_runtime.h"
 #include "sim/world/process_verbs.h"
+#include "sim/world/zeroed_buffer.h"
 
 namespace ferry::simworld {
 
@@ -89,7 +90,7 @@ struct HostState {
   std::unique_ptr<SimObserver> obs;
   std::unique_ptr<engine::SteppedEngine> engine;
   std::unique_ptr<SimRuntime> rt;
-  std::vector<uint8_t> buf;
+  ZeroedBuffer buf;
   bool registered = false;   // buf registered with the current engine
   bool paused = false;       // process stopped: its actors are not stepped
   uint32_t incarnation = 0;  // restarts of this host so far
@@ -232,6 +233,9 @@ class TwoEngines {
     // Fabric post count when the task latched TIMEOUT or CANCELED: a WR on
     // its buffer posted at or after it is a repost after the latch.
     std::optional<uint64_t> latch_mark;
+    // Fabric post count at the last posted_after_latch check: WRs posted
+    // before it were already judged (a WR never becomes unconsumed again).
+    uint64_t latch_checked_posts = 0;
   };
 
   // Submits through host h's engine and tracks each accepted task.
@@ -284,6 +288,10 @@ class TwoEngines {
   class MainScope;
   static sim::FabricConfig Shaped(sim::FabricConfig fc, const WorldOptions& o);
   static constexpr uint64_t kFullSweepSteps = 256;
+  // The fabric and the network are the scheduler's first two actors.
+  static constexpr size_t kDeviceActors = 2;
+  static constexpr size_t kFabricActor = 0;
+  static constexpr size_t kNetActor = 1;
   void CheckTracked(Tracked& t);
   // Quotas vs ground truth of one host (host >= 0) or of every host.
   void CheckQuotas(int64_t host = -1);
@@ -321,6 +329,9 @@ class TwoEngines {
   std::vector<size_t> open_;  // tracked_ indices not yet published (nor dead)
   uint64_t oracle_steps_ = 0;
   int64_t stepped_host_ = -1;  // the host whose actor ran the last step, -1: another actor
+  // Set by MainScope and at the start of RunUntil: code outside an actor
+  // step ran, so the next OracleStep judges every host.
+  bool main_touched_ = true;
   std::string oracle_failure_;
   std::string start_failure_;
   uint64_t max_quota_ = 0;
