@@ -770,6 +770,23 @@ std::string Fabric::UnconsumedWrOn(const void* addr, uint64_t len, const WrFilte
   return "";
 }
 
+bool Fabric::WriteMayLand(uint32_t host, uint64_t addr, uint64_t len) const {
+  const uint64_t hi = addr + len;
+  for (const auto& qp : qps_) {
+    const Qp& q = *qp;
+    if (!q.alive || q.sq.empty() || q.dst_dev == kNone || devices_[q.dst_dev].host != host)
+      continue;
+    const uint64_t lo_seq = q.post_seq > q.sq.size() ? q.post_seq - q.sq.size() : 0;
+    for (uint64_t seq = lo_seq; seq < q.post_seq; ++seq) {
+      const Wr& w = q.sq[seq % q.sq.size()];
+      if (w.seq != seq || w.wr.opcode != hal::Opcode::kRdmaWrite) continue;
+      if (!(w.wr.remote_addr < hi && addr < w.wr.remote_addr + w.len)) continue;
+      if (seq >= q.done_seq || !w.sent_payload.empty()) return true;
+    }
+  }
+  return false;
+}
+
 absl::StatusOr<CqTruth> Fabric::TruthOf(hal::CqHandle cq) const {
   if (cq.id == 0 || cq.id > cqs_.size() || !cqs_[cq.id - 1].alive) {
     return absl::NotFoundError("TruthOf: no live CQ");

@@ -215,6 +215,13 @@ class Fabric final : public Actor {
     std::optional<uint32_t> qpn;
   };
   std::string UnconsumedWrOn(const void* addr, uint64_t len, const WrFilter& filter) const;
+  // True while a WRITE toward `host` overlapping [addr, addr + len) can
+  // still place bytes there: its WR is on a live QP and not completed (it
+  // may still be sent or resent), or it completed in error with its payload
+  // saved for packets still on the wire. The contract's remote caveat
+  // (docs/contract.md) as ground truth: the workload reuses a remote range
+  // after a WRITE that was not COMPLETED only once this is false.
+  bool WriteMayLand(uint32_t host, uint64_t addr, uint64_t len) const;
   std::string UnconsumedWrOn(const void* addr, uint64_t len) const {
     return UnconsumedWrOn(addr, len, WrFilter{});
   }

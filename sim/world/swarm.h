@@ -137,6 +137,9 @@ struct SwarmReport {
   uint64_t c8_probes = 0;       // C8 refusals asserted (FreeBatch, Unregister, CloseSegment)
   uint64_t cancels = 0;         // Cancel calls the workload made
   uint64_t wave2_attempts = 0;  // random profile: liveness transfers submitted
+  // Random profile: slot reuses deferred because a WRITE that was not
+  // COMPLETED could still land in the slot's remote range.
+  uint64_t remote_waits = 0;
   uint64_t trace_hash = 0;
   uint64_t trace_entries = 0;
   uint64_t end_ns = 0;

@@ -314,6 +314,8 @@ class Run {
       for (uint32_t k = 0; k < shape_.slots && batch.size() < want; ++k) {
         const uint32_t slot = static_cast<uint32_t>((round_ + k) % shape_.slots);
         if (slots_[h][slot] >= 0) continue;
+        if (!RemoteQuiet(peer, layout_.W1Remote(h, slot, shape_.slot_bytes), shape_.slot_bytes))
+          continue;
         const OpKind op = random_ ? (wl_.Below(2) == 0 ? OpKind::kWrite : OpKind::kRead)
                           : (round_ + slot) % 2 == 0 ? OpKind::kWrite
                                                      : OpKind::kRead;
@@ -328,6 +330,28 @@ class Run {
         return;
       }
     }
+  }
+
+  // False while a taint overlapping peer's [off, off + len) may still be
+  // written by a WRITE that was not COMPLETED; taints found quiet are
+  // dropped (counted in remote_waits when a slot had to wait).
+  bool RemoteQuiet(uint32_t peer, uint64_t off, uint64_t len) {
+    if (o_.mutations.on(base::Mutation::kSwarmReuseUnquietRemote)) return true;
+    const uint8_t* base = w_->host(peer).buf.data();
+    for (size_t i = 0; i < taints_.size();) {
+      const Taint& t = taints_[i];
+      if (t.peer != peer || t.off >= off + len || off >= t.off + t.len) {
+        ++i;
+        continue;
+      }
+      if (w_->fabric().WriteMayLand(peer, reinterpret_cast<uint64_t>(base + t.off), t.len)) {
+        ++r_->remote_waits;
+        return false;
+      }
+      taints_[i] = taints_.back();
+      taints_.pop_back();
+    }
+    return true;
   }
 
   // Cancels one of host h's pending first-wave tasks (drawn).
@@ -511,6 +535,8 @@ class Run {
     const std::optional<TaskStatus> st = StatusOf(it);
     if (st && !IsTerminal(*st)) return "";
     it.judged = true;
+    if (random_ && it.op == OpKind::kWrite && st != TaskStatus::kCompleted)
+      taints_.push_back(Taint{it.peer, it.remote_off, it.len});
     if (!st) {
       ++r_->tasks_dead;
       return "";
@@ -558,7 +584,10 @@ class Run {
     r_->message = std::move(m);
   }
 
-  void Collect() { CollectReport(*w_, plan_, o_.trace_record_max, r_); }
+  void Collect() {
+    CollectReport(*w_, plan_, o_.trace_record_max, r_);
+    if (random_) r_->probes["world.remote_waits"] = r_->remote_waits;
+  }
 
   uint64_t seed_;
   const SwarmOptions& o_;
@@ -570,6 +599,15 @@ class Run {
   sim::Prng wl_;  // the random profile's workload draws
   std::unique_ptr<TwoEngines> w_;
   std::vector<Item> items_;
+  // Remote ranges a WRITE left not COMPLETED (or died with its process):
+  // their bytes are undefined while its packets can still land (the
+  // contract's remote caveat), so the random workload does not reuse one
+  // until the fabric says no WRITE can land there (RemoteQuiet).
+  struct Taint {
+    uint32_t peer = 0;
+    uint64_t off = 0, len = 0;
+  };
+  std::vector<Taint> taints_;
   std::vector<std::vector<int32_t>> slots_;            // per host: item index or -1
   std::vector<std::map<uint32_t, PeerSegment>> segs_;  // per host, by peer
   std::vector<std::vector<uint32_t>> peers_;           // per host: first-wave peers

@@ -216,5 +216,27 @@ TEST(CampaignRegression, Seed108033DelayedReqOfAnUnknownExitedProcessIsTheDocume
   EXPECT_GE(r.probes.at("ep_retire"), 6u);
 }
 
+// Found by the CI sweep of 855d5dd: a COMPLETED READ of h2 from h0 whose
+// last 787 bytes were not the ones the workload had written at h0. They
+// were an earlier WRITE's (tag 39, same slot, TIMEOUT): its packets, still
+// on the wire, landed in h0's range after the READ's bytes were filled in.
+// The contract says exactly that (docs/contract.md, the remote range), so
+// the workload was wrong to reuse the range: it now waits until the
+// fabric's ground truth says no such WRITE can land (world.remote_waits).
+TEST(CampaignRegression, Seed52809348RemoteRangeOfATimedOutWriteIsNotReusedWhileItCanLand) {
+  const simworld::SwarmReport clean = RunRandom(52809348);
+  EXPECT_EQ(clean.message, "") << clean.plan_text;
+  EXPECT_GE(clean.probes.at("world.remote_waits"), 1u);
+#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
+  const simworld::SwarmReport found =
+      RunRandom(52809348, {base::Mutation::kSwarmReuseUnquietRemote});
+  EXPECT_EQ(found.failure, simworld::FailureClass::kSafety);
+  EXPECT_TRUE(Contains(found.message,
+                       "wrong bytes: COMPLETED READ of h2 to h0 task 99 tag 99 (3859 bytes): "
+                       "h2 bytes [3072, 3859)"))
+      << found.message;
+#endif
+}
+
 }  // namespace
 }  // namespace ferry::engine::testing
