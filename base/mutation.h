@@ -47,6 +47,8 @@ enum class Mutation : uint32_t {
   kEngineCqRecreateDestroysFirst,    // engine: CQ_ERR recovery destroys the CQ before its re-create
   kEngineKeepPortDownAfterReenable,  // engine: a re-enabled context keeps the rail's old port_down
   kEngineTimeoutBeforeDeadline,  // engine: the timeout sweep judges deadlines half a timeout early
+  kEngineParkIgnoresNewFatal,    // engine: an owner still parked from an earlier DEVICE_FATAL
+                                 // ignores the next one (the park count never completes)
   kSwarmReuseUnquietRemote,  // sim world: the random workload reuses a remote range a WRITE that
                              // was not COMPLETED may still write
   kCount,
@@ -132,6 +134,8 @@ inline std::string_view MutationName(Mutation m) {
       return "engine_keep_port_down_after_reenable";
     case Mutation::kEngineTimeoutBeforeDeadline:
       return "engine_timeout_before_deadline";
+    case Mutation::kEngineParkIgnoresNewFatal:
+      return "engine_park_ignores_new_fatal";
     case Mutation::kSwarmReuseUnquietRemote:
       return "swarm_reuse_unquiet_remote";
     case Mutation::kCount:

@@ -313,6 +313,9 @@ class Worker {
   // every QP on it is destroyed).
   bool CqRecovering(uint32_t ctx) const;
   void ParkForDeviceFatal(uint32_t ctx);
+  // A parked rail whose context was re-enabled since: the old QPs resolve
+  // by evidence, ledgers are made for the new CQs, the rail unparks.
+  void ResumeContext(uint32_t ci);
   void ServeParkedContexts();
   // Inline test first: without an observer (production) a lifecycle event
   // costs one branch (NoteEvent("post") runs once per WR).

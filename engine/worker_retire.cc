@@ -138,7 +138,18 @@ void Worker::RailError(uint32_t ctx, uint64_t now) {
 // it held (C1), so nothing on it is destroyed one by one.
 void Worker::ParkForDeviceFatal(uint32_t ctx) {
   Rail& r = rails_[ctx];
-  if (r.parked) return;  // one park per fatal event
+  if (r.parked) {
+    // One park per fatal event. An event reaching here is the current
+    // device's (the old one's died with it): when the context was re-enabled
+    // since this owner parked and is fatal again before it resumed, it
+    // resumes now and parks again, else the new park count never completes
+    // and nobody re-enables (random-world seed 900974162: three fatal events
+    // on h2's sim0, two owners still parked from the second).
+    if (r.park_epoch == env_->contexts[ctx]->epoch() ||
+        Mut(base::Mutation::kEngineParkIgnoresNewFatal))
+      return;
+    ResumeContext(ctx);
+  }
   NoteEvent("device_fatal", Key{ctx, ""}, env_->contexts[ctx]->epoch(), 0);
   for (Endpoint* ep : LiveList())
     if (ep->context() == ctx) Retire(ep, RetireReason::kQpFatal);
@@ -166,48 +177,55 @@ void Worker::ServeParkedContexts() {
       if (env_->context_reenabled) env_->context_reenabled(ci);
     }
     if (c->epoch() == r.park_epoch) continue;
-    // Re-enabled: the closed device's port events died with it (a link that
-    // went down before the fatal event and came up during the re-open sends
-    // no PORT_ACTIVE to the new context), so the rail's port state is the
-    // one queried at the re-enable (random-world seed 100857: rail sim0 of
-    // h0 stayed "port down" forever and its slices timed out).
-    if (!Mut(base::Mutation::kEngineKeepPortDownAfterReenable))
-      r.port_down = !c->port_active_at_enable();
-    // Every QP this owner held on the context died with the
-    // device (evidence); its WRs resolve as innocent flushes; the ledgers
-    // of the old CQs are dropped and new ones made for the new CQs.
-    for (auto& ep : retiring_) {
-      if (ep->context() != ci) continue;
-      for (DataQp& q : ep->qps()) {
-        if (q.released) continue;
-        if (!q.destroyed) q.qp.Forget();
-        q.destroyed = true;
-        ResolveFifoByEvidence(q, RetireReason::kCqError);
-        q.released = true;
-      }
-    }
-    std::vector<uint64_t> keep;
-    for (uint32_t cj = 0; cj < env_->contexts.size(); ++cj)
-      if (cj != ci)
-        for (uint32_t i = 0; i < env_->contexts[cj]->cqs_per_worker(); ++i)
-          keep.push_back(env_->contexts[cj]->cq(id_, i).id);
-    for (auto it = quota_.begin(); it != quota_.end();) {
-      if (std::find(keep.begin(), keep.end(), it->first) == keep.end()) {
-        it = quota_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    for (auto it = errored_cqs_.begin(); it != errored_cqs_.end();) {
-      it = it->second.first == ci ? errored_cqs_.erase(it) : std::next(it);
-    }
-    for (uint32_t i = 0; i < c->cqs_per_worker(); ++i)
-      quota_[c->cq(id_, i).id] =
-          std::make_unique<CqQuota>(c->cqe_capacity(), cfg_.zombie_quota_max, env_->mutations,
-                                    /*check_every_op=*/base::Mutations::kCompiledIn);
-    r.parked = false;
-    NoteEvent("ctx_resumed", Key{ci, ""}, c->epoch(), 0);
+    ResumeContext(ci);
   }
+}
+
+void Worker::ResumeContext(uint32_t ci) {
+  Rail& r = rails_[ci];
+  Context* c = env_->contexts[ci];
+  FERRY_CHECK(r.parked && c->epoch() != r.park_epoch);
+  // Re-enabled: the closed device's port events died with it (a link that
+  // went down before the fatal event and came up during the re-open sends
+  // no PORT_ACTIVE to the new context), so the rail's port state is the
+  // one queried at the re-enable (random-world seed 100857: rail sim0 of
+  // h0 stayed "port down" forever and its slices timed out).
+  if (!Mut(base::Mutation::kEngineKeepPortDownAfterReenable))
+    r.port_down = !c->port_active_at_enable();
+  // Every QP this owner held on the context died with the
+  // device (evidence); its WRs resolve as innocent flushes; the ledgers
+  // of the old CQs are dropped and new ones made for the new CQs.
+  for (auto& ep : retiring_) {
+    if (ep->context() != ci) continue;
+    for (DataQp& q : ep->qps()) {
+      if (q.released) continue;
+      if (!q.destroyed) q.qp.Forget();
+      q.destroyed = true;
+      ResolveFifoByEvidence(q, RetireReason::kCqError);
+      q.released = true;
+    }
+  }
+  std::vector<uint64_t> keep;
+  for (uint32_t cj = 0; cj < env_->contexts.size(); ++cj)
+    if (cj != ci)
+      for (uint32_t i = 0; i < env_->contexts[cj]->cqs_per_worker(); ++i)
+        keep.push_back(env_->contexts[cj]->cq(id_, i).id);
+  for (auto it = quota_.begin(); it != quota_.end();) {
+    if (std::find(keep.begin(), keep.end(), it->first) == keep.end()) {
+      it = quota_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = errored_cqs_.begin(); it != errored_cqs_.end();) {
+    it = it->second.first == ci ? errored_cqs_.erase(it) : std::next(it);
+  }
+  for (uint32_t i = 0; i < c->cqs_per_worker(); ++i)
+    quota_[c->cq(id_, i).id] =
+        std::make_unique<CqQuota>(c->cqe_capacity(), cfg_.zombie_quota_max, env_->mutations,
+                                  /*check_every_op=*/base::Mutations::kCompiledIn);
+  r.parked = false;
+  NoteEvent("ctx_resumed", Key{ci, ""}, c->epoch(), 0);
 }
 
 // CQ_ERR recovery: once every QP on the errored CQ is destroyed, recreate

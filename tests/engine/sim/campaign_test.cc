@@ -238,5 +238,28 @@ TEST(CampaignRegression, Seed52809348RemoteRangeOfATimedOutWriteIsNotReusedWhile
 #endif
 }
 
+// Found by the CI sweep of da0a900: h1 and h2 could not transfer with
+// every fault off (wave 2: four TIMEOUTs each way); h2's REQs on sim0 were
+// parked forever. Three DEVICE_FATAL events hit h2's sim0; the third came
+// while two of its six owners were still parked from the second (the
+// context already re-enabled), and "one park per fatal event" made them
+// ignore it: the new park count never completed, nobody re-enabled. Fix:
+// an owner parked on an older epoch resumes and parks again
+// (Worker::ParkForDeviceFatal).
+TEST(CampaignRegression, Seed900974162OwnersStillParkedFromAnEarlierFatalParkAgain) {
+  const simworld::SwarmReport clean = RunRandom(900974162);
+  EXPECT_EQ(clean.message, "") << clean.plan_text;
+  EXPECT_GE(clean.probes.at("ctx_reenabled"), 3u);
+#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
+  const simworld::SwarmReport found =
+      RunRandom(900974162, {base::Mutation::kEngineParkIgnoresNewFatal});
+  EXPECT_EQ(found.failure, simworld::FailureClass::kLiveness);
+  EXPECT_TRUE(Contains(found.message,
+                       "wave 2: not COMPLETED within 4 attempts with every fault off: h1->h2 tag "
+                       "9120 TIMEOUT"))
+      << found.message;
+#endif
+}
+
 }  // namespace
 }  // namespace ferry::engine::testing
