@@ -49,6 +49,7 @@ enum class Mutation : uint32_t {
   kEngineTimeoutBeforeDeadline,  // engine: the timeout sweep judges deadlines half a timeout early
   kEngineParkIgnoresNewFatal,    // engine: an owner still parked from an earlier DEVICE_FATAL
                                  // ignores the next one (the park count never completes)
+  kSwarmOpenOnce,                // sim world: a segment open that timed out is not retried
   kSwarmReuseUnquietRemote,  // sim world: the random workload reuses a remote range a WRITE that
                              // was not COMPLETED may still write
   kCount,
@@ -136,6 +137,8 @@ inline std::string_view MutationName(Mutation m) {
       return "engine_timeout_before_deadline";
     case Mutation::kEngineParkIgnoresNewFatal:
       return "engine_park_ignores_new_fatal";
+    case Mutation::kSwarmOpenOnce:
+      return "swarm_open_once";
     case Mutation::kSwarmReuseUnquietRemote:
       return "swarm_reuse_unquiet_remote";
     case Mutation::kCount:

@@ -140,6 +140,7 @@ struct SwarmReport {
   // Random profile: slot reuses deferred because a WRITE that was not
   // COMPLETED could still land in the slot's remote range.
   uint64_t remote_waits = 0;
+  uint64_t open_retries = 0;  // segment opens retried after DEADLINE_EXCEEDED
   uint64_t trace_hash = 0;
   uint64_t trace_entries = 0;
   uint64_t end_ns = 0;

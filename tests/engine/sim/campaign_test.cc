@@ -261,5 +261,24 @@ TEST(CampaignRegression, Seed900974162OwnersStillParkedFromAnEarlierFatalParkAga
 #endif
 }
 
+// Found by the CI sweep of 26233fc: under 16/100 control-network loss
+// every resend of h6's open of h4, or its answer, was lost until the
+// open's deadline: DEADLINE_EXCEEDED, the engine's right answer. The
+// workload gave up at the first; it now retries a timed-out open, as a
+// user would (world.open_retries).
+TEST(CampaignRegression, Seed836182297AnOpenTimedOutUnderHeavyLossIsRetried) {
+  const simworld::SwarmReport clean = RunRandom(836182297);
+  EXPECT_EQ(clean.message, "") << clean.plan_text;
+  EXPECT_GE(clean.probes.at("world.open_retries"), 1u);
+#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
+  const simworld::SwarmReport found = RunRandom(836182297, {base::Mutation::kSwarmOpenOnce});
+  EXPECT_EQ(found.failure, simworld::FailureClass::kLiveness);
+  EXPECT_TRUE(
+      Contains(found.message,
+               "h6 open of h4 failed: DEADLINE_EXCEEDED: no descriptor from the peer in time"))
+      << found.message;
+#endif
+}
+
 }  // namespace
 }  // namespace ferry::engine::testing
