@@ -38,6 +38,28 @@ bool Contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
 
+// A named regression's first half: the seed replays clean and still takes
+// the path it was found on (`probe` hit at least `probe_min` times).
+void ExpectCleanThrough(uint64_t seed, const std::string& probe, uint64_t probe_min) {
+  const simworld::SwarmReport clean = RunRandom(seed);
+  EXPECT_EQ(clean.message, "") << "seed " << seed << "\n" << clean.plan_text;
+  EXPECT_GE(clean.probes.at(probe), probe_min) << "seed " << seed << " no longer hits " << probe;
+}
+
+// A named regression's second half: with switch `sw` (the cause brought
+// back) the seed fails again with class `cls` and a message containing
+// `found`. Nothing runs when mutations are not compiled in.
+void ExpectFoundUnder(uint64_t seed, base::Mutation sw, simworld::FailureClass cls,
+                      const std::string& found) {
+#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
+  const simworld::SwarmReport r = RunRandom(seed, {sw});
+  EXPECT_EQ(r.failure, cls) << "seed " << seed;
+  EXPECT_TRUE(Contains(r.message, found)) << "seed " << seed << ": " << r.message;
+#else
+  (void)seed, (void)sw, (void)cls, (void)found;
+#endif
+}
+
 TEST(SwarmShape, EveryDrawnShapeIsValidAndFitsItsLayout) {
   std::set<uint32_t> hosts, nics, workers, qps;
   for (uint64_t seed = 1; seed <= 3000; ++seed) {
@@ -117,37 +139,24 @@ TEST(CampaignOracle, Seed85StaleReqRetiringAReadyEndpointIsNamed) {
 TEST(CampaignOracle, Seed4FailedSlicePublishingEarlyIsNamed) {
   const simworld::SwarmReport clean = RunRandom(4);
   EXPECT_EQ(clean.message, "") << clean.plan_text;
-#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
-  const simworld::SwarmReport found = RunRandom(4, {base::Mutation::kEngineFailPublishesEarly});
-  EXPECT_EQ(found.failure, simworld::FailureClass::kSafety);
-  EXPECT_TRUE(Contains(found.message, "published_without_evidence: task 185 published FAILED"))
-      << found.message;
-#endif
+  ExpectFoundUnder(4, base::Mutation::kEngineFailPublishesEarly, simworld::FailureClass::kSafety,
+                   "published_without_evidence: task 185 published FAILED");
 }
 
 // C2: a task is timed out only once its own deadline passed (the oracle
 // checks at each timeout the engine reports, on the engine's own step).
 TEST(CampaignOracle, Seed1TimeoutBeforeTheDeadlineIsNamed) {
   EXPECT_EQ(RunRandom(1).message, "");
-#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
-  const simworld::SwarmReport found = RunRandom(1, {base::Mutation::kEngineTimeoutBeforeDeadline});
-  EXPECT_EQ(found.failure, simworld::FailureClass::kSafety);
-  EXPECT_TRUE(Contains(found.message,
-                       "timeout_before_deadline: task 1 was timed out at 2120039 ns, before its "
-                       "deadline 3119939 ns (C2)"))
-      << found.message;
-#endif
+  ExpectFoundUnder(1, base::Mutation::kEngineTimeoutBeforeDeadline, simworld::FailureClass::kSafety,
+                   "timeout_before_deadline: task 1 was timed out at 2120039 ns, before its "
+                   "deadline 3119939 ns (C2)");
 }
 
 // C1 without a scripted straggler: the random world's early publish is
 // caught by the bytes of a COMPLETED READ.
 TEST(CampaignOracle, Seed2EarlyPublishIsCaughtByTheBytes) {
-#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
-  const simworld::SwarmReport found = RunRandom(2, {base::Mutation::kEngineC1EarlyPublish});
-  EXPECT_EQ(found.failure, simworld::FailureClass::kSafety);
-  EXPECT_TRUE(Contains(found.message, "wrong bytes: COMPLETED READ of h1 to h2 task 217"))
-      << found.message;
-#endif
+  ExpectFoundUnder(2, base::Mutation::kEngineC1EarlyPublish, simworld::FailureClass::kSafety,
+                   "wrong bytes: COMPLETED READ of h1 to h2 task 217");
   EXPECT_EQ(RunRandom(2).message, "");
 }
 
@@ -165,14 +174,9 @@ TEST(CampaignRegression, Seed552845864FailedCqRecreateLeavesNoEmptyCqSlot) {
   EXPECT_EQ(clean.message, "") << clean.plan_text;
   EXPECT_GE(clean.probes.at("cq_err"), 1u) << "seed 552845864 no longer overruns a CQ";
   EXPECT_GE(clean.probes.at("cq_recreated"), 1u);
-#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
-  const simworld::SwarmReport found =
-      RunRandom(552845864, {base::Mutation::kEngineCqRecreateDestroysFirst});
-  EXPECT_EQ(found.failure, simworld::FailureClass::kSafety);
-  EXPECT_TRUE(
-      Contains(found.message, "foreign_handle: ibv_create_qp: cq handle 0 is not of this fabric"))
-      << found.message;
-#endif
+  ExpectFoundUnder(552845864, base::Mutation::kEngineCqRecreateDestroysFirst,
+                   simworld::FailureClass::kSafety,
+                   "foreign_handle: ibv_create_qp: cq handle 0 is not of this fabric");
 }
 
 // Found by a sharded campaign (seeds 100001.., shard 0/2, on 4b6fcd0): 5
@@ -187,15 +191,10 @@ TEST(CampaignRegression, Seed100857ReenabledContextTakesThePortStateItQueried) {
   EXPECT_EQ(clean.message, "") << clean.plan_text;
   EXPECT_GE(clean.probes.at("device_fatal"), 1u);
   EXPECT_GE(clean.probes.at("port_err"), 1u);
-#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
-  const simworld::SwarmReport found =
-      RunRandom(100857, {base::Mutation::kEngineKeepPortDownAfterReenable});
-  EXPECT_EQ(found.failure, simworld::FailureClass::kLiveness);
-  EXPECT_TRUE(Contains(found.message,
-                       "wave 2: not COMPLETED within 4 attempts with every fault off: h0->h2 tag "
-                       "9020 TIMEOUT h0->h2 tag 9021 TIMEOUT"))
-      << found.message;
-#endif
+  ExpectFoundUnder(100857, base::Mutation::kEngineKeepPortDownAfterReenable,
+                   simworld::FailureClass::kLiveness,
+                   "wave 2: not COMPLETED within 4 attempts with every fault off: h0->h2 tag "
+                   "9020 TIMEOUT h0->h2 tag 9021 TIMEOUT");
 }
 
 // Found by the sharded campaign of session 7 (seeds 100001..108847, the
@@ -224,18 +223,11 @@ TEST(CampaignRegression, Seed108033DelayedReqOfAnUnknownExitedProcessIsTheDocume
 // the workload was wrong to reuse the range: it now waits until the
 // fabric's ground truth says no such WRITE can land (world.remote_waits).
 TEST(CampaignRegression, Seed52809348RemoteRangeOfATimedOutWriteIsNotReusedWhileItCanLand) {
-  const simworld::SwarmReport clean = RunRandom(52809348);
-  EXPECT_EQ(clean.message, "") << clean.plan_text;
-  EXPECT_GE(clean.probes.at("world.remote_waits"), 1u);
-#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
-  const simworld::SwarmReport found =
-      RunRandom(52809348, {base::Mutation::kSwarmReuseUnquietRemote});
-  EXPECT_EQ(found.failure, simworld::FailureClass::kSafety);
-  EXPECT_TRUE(Contains(found.message,
-                       "wrong bytes: COMPLETED READ of h2 to h0 task 99 tag 99 (3859 bytes): "
-                       "h2 bytes [3072, 3859)"))
-      << found.message;
-#endif
+  ExpectCleanThrough(52809348, "world.remote_waits", 1);
+  ExpectFoundUnder(52809348, base::Mutation::kSwarmReuseUnquietRemote,
+                   simworld::FailureClass::kSafety,
+                   "wrong bytes: COMPLETED READ of h2 to h0 task 99 tag 99 (3859 bytes): "
+                   "h2 bytes [3072, 3859)");
 }
 
 // Found by the CI sweep of da0a900: h1 and h2 could not transfer with
@@ -247,18 +239,11 @@ TEST(CampaignRegression, Seed52809348RemoteRangeOfATimedOutWriteIsNotReusedWhile
 // an owner parked on an older epoch resumes and parks again
 // (Worker::ParkForDeviceFatal).
 TEST(CampaignRegression, Seed900974162OwnersStillParkedFromAnEarlierFatalParkAgain) {
-  const simworld::SwarmReport clean = RunRandom(900974162);
-  EXPECT_EQ(clean.message, "") << clean.plan_text;
-  EXPECT_GE(clean.probes.at("ctx_reenabled"), 3u);
-#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
-  const simworld::SwarmReport found =
-      RunRandom(900974162, {base::Mutation::kEngineParkIgnoresNewFatal});
-  EXPECT_EQ(found.failure, simworld::FailureClass::kLiveness);
-  EXPECT_TRUE(Contains(found.message,
-                       "wave 2: not COMPLETED within 4 attempts with every fault off: h1->h2 tag "
-                       "9120 TIMEOUT"))
-      << found.message;
-#endif
+  ExpectCleanThrough(900974162, "ctx_reenabled", 3);
+  ExpectFoundUnder(900974162, base::Mutation::kEngineParkIgnoresNewFatal,
+                   simworld::FailureClass::kLiveness,
+                   "wave 2: not COMPLETED within 4 attempts with every fault off: h1->h2 tag "
+                   "9120 TIMEOUT");
 }
 
 // Found by the CI sweep of 26233fc: under 16/100 control-network loss
@@ -267,17 +252,9 @@ TEST(CampaignRegression, Seed900974162OwnersStillParkedFromAnEarlierFatalParkAga
 // workload gave up at the first; it now retries a timed-out open, as a
 // user would (world.open_retries).
 TEST(CampaignRegression, Seed836182297AnOpenTimedOutUnderHeavyLossIsRetried) {
-  const simworld::SwarmReport clean = RunRandom(836182297);
-  EXPECT_EQ(clean.message, "") << clean.plan_text;
-  EXPECT_GE(clean.probes.at("world.open_retries"), 1u);
-#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
-  const simworld::SwarmReport found = RunRandom(836182297, {base::Mutation::kSwarmOpenOnce});
-  EXPECT_EQ(found.failure, simworld::FailureClass::kLiveness);
-  EXPECT_TRUE(
-      Contains(found.message,
-               "h6 open of h4 failed: DEADLINE_EXCEEDED: no descriptor from the peer in time"))
-      << found.message;
-#endif
+  ExpectCleanThrough(836182297, "world.open_retries", 1);
+  ExpectFoundUnder(836182297, base::Mutation::kSwarmOpenOnce, simworld::FailureClass::kLiveness,
+                   "h6 open of h4 failed: DEADLINE_EXCEEDED: no descriptor from the peer in time");
 }
 
 }  // namespace
