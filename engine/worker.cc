@@ -47,10 +47,7 @@ size_t Worker::InboxSize() const { return inbox_size_.load(std::memory_order_acq
 
 std::vector<Endpoint*> Worker::LiveList() const {
   std::vector<Endpoint*> out;
-  for (const auto& st : stores_)
-    st->ForEach([&out](const EndpointKey&, const std::unique_ptr<Endpoint>& ep, bool) {
-      out.push_back(ep.get());
-    });
+  ForEachLive([&out](Endpoint* ep) { out.push_back(ep); });
   return out;
 }
 

@@ -344,16 +344,6 @@ absl::StatusOr<std::optional<hal::Message>> SimNetwork::PollAt(std::string_view 
   return std::optional<hal::Message>(std::move(m));
 }
 
-size_t SimNetwork::PollableAt(std::string_view address, uint64_t incarnation) const {
-  // One lookup (the listener asks at every scheduler step): CheckLive's
-  // rule without building its error.
-  auto it = endpoints_.find(address);
-  FERRY_CHECK(it != endpoints_.end());  // an endpoint exists only after Bind
-  const Endpoint& ep = it->second;
-  if (!ep.bound || ep.incarnation != incarnation) return 0;
-  return ep.paused ? 0 : ep.inbound.size();
-}
-
 void SimNetwork::Unbind(std::string_view address, uint64_t incarnation) {
   auto it = endpoints_.find(address);
   FERRY_CHECK(it != endpoints_.end());
@@ -557,7 +547,8 @@ absl::Status SimControlNet::Send(std::string_view peer, absl::Span<const uint8_t
 }
 
 size_t SimControlNet::pollable() const {
-  // PollableAt's rule on the endpoint record (asked at every scheduler step).
+  // CheckLive's rule on the endpoint record, without a lookup (asked at
+  // every scheduler step).
   const SimNetwork::Endpoint& ep = *endpoint_;
   if (!ep.bound || ep.incarnation != incarnation_ || ep.paused) return 0;
   return ep.inbound.size();

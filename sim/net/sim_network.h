@@ -219,7 +219,6 @@ class SimNetwork final : public Actor {
                                                      uint64_t incarnation);
   void Unbind(std::string_view address, uint64_t incarnation);
   absl::Status CheckLive(std::string_view address, uint64_t incarnation) const;
-  size_t PollableAt(std::string_view address, uint64_t incarnation) const;
 
   bool Cut(std::string_view from, std::string_view to) const;
   void Drop(NetDrop reason, std::string_view from, std::string_view to, uint64_t msg_seq);

@@ -170,14 +170,14 @@ TwoEngines::TwoEngines(uint64_t seed, sim::NetPlan plan, const base::Mutations& 
   actor_names_.push_back("rnic");
   sched_.AddActor(&net_);
   actor_names_.push_back("net");
-  FERRY_CHECK_EQ(actor_names_.size(), kDeviceActors);
-  FERRY_CHECK(actor_names_[kNetActor] == "net" && actor_names_[kFabricActor] == "rnic");
+  FERRY_CHECK(actor_names_.size() == kDeviceActors && actor_names_[kNetActor] == "net" &&
+              actor_names_[kFabricActor] == "rnic");
   for (uint32_t h = 0; h < host_count(); ++h) {
     for (size_t i = 0; i < config_.workers + 2; ++i) {
       std::string name = i < config_.workers    ? absl::StrCat("h", h, "/worker", i)
                          : i == config_.workers ? absl::StrCat("h", h, "/listener")
                                                 : absl::StrCat("h", h, "/async");
-      slots_.push_back(std::make_unique<SlotActor>(&hosts_[h], i, name, h, &stepped_host_));
+      slots_.push_back(std::make_unique<SlotActor>(&hosts_[h], i, name));
       actor_names_.push_back(std::move(name));
     }
   }
@@ -554,41 +554,44 @@ absl::Status TwoEngines::Cancel(uint32_t h, TaskId id) {
 
 void TwoEngines::OracleStep() {
   if (!oracle_failure_.empty()) return;
-  // Every step judges the tasks not yet published; every kFullSweepSteps
+  // Every step judges the unpublished tasks and the quotas it could change
+  // (below); every kFullSweepSteps
   // steps (and at the end of each RunUntil) every task, published ones too
   // (a status that changes after publish, a slice leaving its final state).
   if (++oracle_steps_ % kFullSweepSteps == 0) {
     OracleSweep();
     return;
   }
-  // What the last step could change: a host's actor only that host's
-  // tasks, ledgers and CQs; the RNIC QPs and CQs but no task; the network
-  // (and a time jump, where no actor ran) neither; the world's actor and
-  // code outside a step (main_touched_) anything.
+  // Hosts (bit h) whose tasks and whose CQ quotas the last step could
+  // change: a host's actor its own (only engines publish, and one host's
+  // step touches only its ledgers and CQs); the RNIC no task, the quotas of
+  // the hosts its events touched; the network and a time jump (no actor
+  // ran) nothing; the world's actor and code outside a step (main_touched_)
+  // everything.
   const std::optional<size_t> actor = sched_.last_actor();
-  const bool tasks_unchanged = !main_touched_ && (!actor || *actor < kDeviceActors);
-  const bool cqs_unchanged = !main_touched_ && (!actor || *actor == kNetActor);
-  const int64_t stepped = main_touched_ ? -1 : stepped_host_;
-  const bool main_touched_before = main_touched_;
-  stepped_host_ = -1;
-  main_touched_ = false;
-  if (!tasks_unchanged) {
+  const uint64_t touched = fabric_.TakeTouchedHosts();
+  const size_t per_host = config_.workers + 2;
+  uint64_t tasks = kAllHosts, quotas = kAllHosts;
+  if (main_touched_) {
+    main_touched_ = false;
+  } else if (!actor || *actor == kNetActor) {
+    tasks = quotas = 0;
+  } else if (*actor == kFabricActor) {
+    tasks = 0;
+    quotas = touched;
+  } else if (*actor < kDeviceActors + slots_.size()) {
+    tasks = quotas = uint64_t{1} << ((*actor - kDeviceActors) / per_host);
+  }
+  if (tasks != 0) {
     size_t keep = 0;
     for (size_t i : open_) {
       Tracked& t = tracked_[i];
-      if (stepped < 0 || t.host == static_cast<uint64_t>(stepped)) CheckTracked(t);
+      if ((tasks >> t.host) & 1) CheckTracked(t);
       if (!t.dead && t.published == TaskStatus::kPending) open_[keep++] = i;
     }
     open_.resize(keep);
   }
-  // The RNIC's step names the hosts whose CQ truths its events touched.
-  const uint64_t touched = fabric_.TakeTouchedHosts();
-  if (!main_touched_before && actor && *actor == kFabricActor) {
-    for (uint32_t h = 0; h < host_count(); ++h)
-      if ((touched >> h) & 1) CheckQuotas(h);
-  } else if (!cqs_unchanged) {
-    CheckQuotas(stepped);
-  }
+  if (quotas != 0) CheckQuotas(quotas);
 }
 
 void TwoEngines::OracleSweep() {
@@ -651,9 +654,9 @@ void TwoEngines::CheckTracked(Tracked& t) {
   }
 }
 
-void TwoEngines::CheckQuotas(int64_t host) {
+void TwoEngines::CheckQuotas(uint64_t hosts) {
   for (uint32_t h = 0; h < host_count(); ++h) {
-    if (host >= 0 && h != static_cast<uint64_t>(host)) continue;
+    if (((hosts >> h) & 1) == 0) continue;
     HostState& hs = hosts_[h];
     if (!Alive(h)) continue;
     hs.engine->ForEachQuota([&](const engine::QuotaView& q) {

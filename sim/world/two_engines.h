@@ -100,16 +100,10 @@ struct HostState {
 // when the runtime is dead, or while the host is paused).
 class SlotActor final : public sim::Actor {
  public:
-  // `stepped` is set to `host` at each step (the oracle then checks that
-  // host's quotas only: no other host's ledger or CQs change in its step).
-  SlotActor(HostState* h, size_t i, std::string name, uint32_t host, int64_t* stepped)
-      : h_(h), i_(i), name_(std::move(name)), host_(host), stepped_(stepped) {}
+  SlotActor(HostState* h, size_t i, std::string name) : h_(h), i_(i), name_(std::move(name)) {}
   std::string_view name() const override { return name_; }
   bool Runnable() override { return A() != nullptr && A()->Runnable(); }
-  uint64_t Step() override {
-    *stepped_ = host_;
-    return A()->Step();
-  }
+  uint64_t Step() override { return A()->Step(); }
   std::optional<uint64_t> NextWakeNs() override {
     return A() == nullptr ? std::nullopt : A()->NextWakeNs();
   }
@@ -120,8 +114,6 @@ class SlotActor final : public sim::Actor {
   HostState* h_;
   size_t i_;
   std::string name_;
-  uint32_t host_;
-  int64_t* stepped_;
 };
 
 // A fault the runner (not the RNIC) applies to the world at a virtual time.
@@ -288,13 +280,15 @@ class TwoEngines {
   class MainScope;
   static sim::FabricConfig Shaped(sim::FabricConfig fc, const WorldOptions& o);
   static constexpr uint64_t kFullSweepSteps = 256;
-  // The fabric and the network are the scheduler's first two actors.
-  static constexpr size_t kDeviceActors = 2;
+  // The scheduler's actors in order: the fabric, the network, then each
+  // host's workers, listener and async reader (host-major), then the world.
   static constexpr size_t kFabricActor = 0;
   static constexpr size_t kNetActor = 1;
+  static constexpr size_t kDeviceActors = 2;
+  static constexpr uint64_t kAllHosts = ~uint64_t{0};
   void CheckTracked(Tracked& t);
-  // Quotas vs ground truth of one host (host >= 0) or of every host.
-  void CheckQuotas(int64_t host = -1);
+  // Quotas vs ground truth of the hosts whose bit is set in `hosts`.
+  void CheckQuotas(uint64_t hosts = kAllHosts);
   void ApplyFault(const WorldFault& f);
   void OnEngineEvent(uint32_t h, const LifecycleRecord& r, const engine::Task* task);
   void CheckStaleAccept(uint32_t h, const LifecycleRecord& r);
@@ -328,7 +322,6 @@ class TwoEngines {
   std::vector<Tracked> tracked_;
   std::vector<size_t> open_;  // tracked_ indices not yet published (nor dead)
   uint64_t oracle_steps_ = 0;
-  int64_t stepped_host_ = -1;  // the host whose actor ran the last step, -1: another actor
   // Set by MainScope and at the start of RunUntil: code outside an actor
   // step ran, so the next OracleStep judges every host.
   bool main_touched_ = true;
