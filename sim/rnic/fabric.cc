@@ -5,7 +5,9 @@
 // query, destroy), fabric_datapath.cc (events, post_send, the requester's
 // packets), fabric_responder.cc, fabric_completion.cc (responses, retry
 // timer, error and flush, CQEs, overrun), fabric_faults.cc (link and
-// scripted faults) and sim_verbs.cc (the hal::Verbs adapter).
+// scripted faults), fabric_stall.cc (the stall kinds: a QP that hangs and
+// recovers, a held move to ERR, a duplicated CQE) and sim_verbs.cc (the
+// hal::Verbs adapter).
 //
 // What must stay true: a failed call changes nothing; every object created is
 // counted in live_/created_ and uncounted exactly once when destroyed (by its
@@ -103,6 +105,7 @@ Fabric::Fabric(FabricConfig config, Prng prng, VirtualClock* clock, Trace* trace
     : config_(std::move(config)),
       limits_(config_.limits.value_or(ProfileLimits(config_.profile))),
       prng_(prng),
+      stall_prng_(config_.stall.seed),
       clock_(clock),
       trace_(trace) {
   FERRY_CHECK(clock_ != nullptr);
@@ -113,6 +116,7 @@ Fabric::Fabric(FabricConfig config, Prng prng, VirtualClock* clock, Trace* trace
   // Every draw of the RNIC's stream is folded into the run's trace, so the
   // determinism check sees it (docs/design.md section 7).
   if (trace_ != nullptr) prng_.AttachTrace(trace_, kTraceStream);
+  if (trace_ != nullptr) stall_prng_.AttachTrace(trace_, kStallTraceStream);
   hosts_.resize(config_.hosts);
   for (uint32_t h = 0; h < config_.hosts; ++h) {
     for (uint32_t d = 0; d < config_.devices_per_host; ++d) {
@@ -157,6 +161,7 @@ std::string Fabric::Describe() const {
       hal::MtuBytes(config_.active_mtu), config_.link_latency_ns, config_.link_jitter_ns,
       config_.cqe_jitter_ns);
   absl::StrAppend(&out, config_.plan.ToString());
+  if (config_.stall.AnyEnabled()) absl::StrAppend(&out, config_.stall.ToString());
   if (!config_.script.empty()) {
     absl::StrAppend(&out, "fault script:\n");
     for (const auto& f : config_.script) absl::StrAppend(&out, "  ", f.ToString(), "\n");
@@ -332,6 +337,9 @@ bool Fabric::InjectFault(FaultKind k) {
 void Fabric::StopSeededFaults() {
   config_.plan = FaultPlan{};
   config_.straggler = kNever;
+  // The stall kinds end too; a hang or a hold already started runs its
+  // course (its end is an event already queued).
+  config_.stall.hung_recover = config_.stall.err_hold = config_.stall.dup_cqe = kNever;
   if (trace_ != nullptr) trace_->Event("rnic.stop_seeded_faults");
 }
 
@@ -607,6 +615,10 @@ absl::StatusOr<uint32_t> Fabric::VerbPollCq(uint32_t host, hal::CqHandle cq,
   for (uint32_t i = 0; i < n; ++i) {
     const Cqe& e = c.ring[c.head];
     out[i] = e.wc;
+    if (e.dup) {
+      FERRY_CHECK_GT(c.dups, 0u);
+      --c.dups;
+    }
     if (e.qp != kNone) {
       Qp& q = *qps_[e.qp];
       if (q.alive && e.wr_seq + 1 > q.free_seq) q.free_seq = e.wr_seq + 1;
@@ -793,7 +805,7 @@ absl::StatusOr<CqTruth> Fabric::TruthOf(hal::CqHandle cq) const {
   }
   const Cq& c = cqs_[cq.id - 1];
   CqTruth t;
-  t.present = c.count;
+  t.present = c.count - c.dups;  // a dup_cqe copy is the device's, not a WR's
   t.capacity = c.capacity;
   t.errored = c.errored;
   for (uint32_t qi : c.qps) {

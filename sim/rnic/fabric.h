@@ -30,6 +30,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -79,6 +80,7 @@ struct FabricConfig {
 
   // Faults.
   FaultPlan plan;
+  StallPlan stall;  // the stall kinds (fabric_stall.cc); off by default
   std::vector<ScriptedFault> script;
   uint64_t fault_tick_ns = 1'000'000;
   uint64_t link_down_ns = 5'000'000;
@@ -139,6 +141,7 @@ struct FabricStats {
   // delivered and acknowledged); tests assert it.
   uint64_t timeouts_without_loss = 0;
   uint64_t events = 0;
+  uint64_t qpns_reused = 0;                    // QPs created with the number of a destroyed one
   std::array<uint64_t, kFaultKinds> faults{};  // injected, per kind
 };
 
@@ -264,12 +267,23 @@ class Fabric final : public Actor {
  private:
   friend class SimVerbs;
   static constexpr uint32_t kNone = 0xffffffffu;
-  static constexpr uint32_t kTraceStream = 0x524e4943;  // "RNIC"
+  static constexpr uint32_t kTraceStream = 0x524e4943;       // "RNIC"
+  static constexpr uint32_t kStallTraceStream = 0x53544c4c;  // "STLL"
   // Size of every port's GID table (entries 0-3 hold data, like rxe's
   // first four for one link-local and one IPv4 address; the rest empty).
   static constexpr uint32_t kGidTableLen = 8;
 
-  enum class EvType : uint8_t { kReq, kResp, kTimer, kCqeDeliver, kFaultTick, kScript, kPortUp };
+  enum class EvType : uint8_t {
+    kReq,
+    kResp,
+    kTimer,
+    kCqeDeliver,
+    kFaultTick,
+    kScript,
+    kPortUp,
+    kStall,  // a = QP index, b = StallEv, c = the stall's token
+  };
+  enum StallEv : uint32_t { kUnhang = 0, kHoldEnd, kDupDeliver };
   enum RespKind : uint32_t { kAck = 0, kReadResp, kNakSeq, kNakAccess };
   struct Event {
     uint64_t t_ns;
@@ -330,6 +344,7 @@ class Fabric final : public Actor {
     hal::WorkCompletion wc;
     uint32_t qp = kNone;  // fabric QP index
     uint64_t wr_seq = 0;
+    bool dup = false;  // a dup_cqe copy (not counted in CqTruth::present)
   };
   struct PendingCqe {
     uint64_t ready_ns;
@@ -397,6 +412,7 @@ class Fabric final : public Actor {
     uint32_t capacity = 0;
     std::vector<Cqe> ring;
     uint32_t head = 0, count = 0;
+    uint32_t dups = 0;  // entries of the ring that are dup_cqe copies
     bool armed = false, solicited_only = false;
     bool errored = false;
     uint32_t events_unacked = 0;
@@ -461,6 +477,12 @@ class Fabric final : public Actor {
     bool flush_dropped = false;  // rxe: flush hit a full CQ
     uint32_t script_destroy_fail = 0, script_modify_fail = 0, script_post_enomem = 0;
     uint32_t script_late = 0, script_drop = 0;
+    // stall kinds (fabric_stall.cc): a pending stall event applies only
+    // while its token is the QP's (0: none pending)
+    uint64_t hang_token = 0;                         // hung_qp_recover: the unhang to come
+    uint64_t hold_token = 0;                         // qp_err_hold: a move to ERR is held...
+    uint32_t held_mask = 0;                          // ...with this attribute mask
+    uint64_t script_hold_ns = 0, script_dup_ns = 0;  // scripted, for the next one
     // completions
     std::deque<PendingCqe> pending;
     uint64_t last_cqe_ready_ns = 0;
@@ -633,9 +655,26 @@ class Fabric final : public Actor {
   absl::Status ApplyQpFault(const ScriptedFault& f, uint32_t qi);
   void ShadowCheck(const void* addr, uint64_t len, bool local, std::string_view what);
 
+  // ---- stall kinds (fabric_stall.cc), drawn from stall_prng_ only when
+  // their rate is not zero.
+  bool StallChance(Ratio r);
+  // Hangs q now; it recovers `ns` later (OnStall).
+  void StartHang(uint32_t qi, Qp& q, uint64_t ns);
+  // A modify of executing q to ERR: true when the move is held (q keeps
+  // executing in its state; the hold's end applies ERR).
+  bool MaybeHoldErr(uint32_t qi, Qp& q, uint32_t mask);
+  void EndErrHold(uint32_t qi, Qp& q);
+  // After a CQE reached the ring: maybe schedule its copy.
+  void MaybeDupCqe(uint32_t qi, Qp& q, const Cqe& cqe);
+  void PlaceDupCqe(const Cqe& cqe);
+  void OnStall(const Event& e);
+
   FabricConfig config_;
   hal::DeviceAttr limits_;
   Prng prng_;
+  Prng stall_prng_;  // the stall kinds' stream (config_.stall.seed)
+  uint64_t stall_tokens_ = 0;
+  std::map<uint64_t, Cqe> dup_cqes_;  // by token: copies not yet delivered
   VirtualClock* clock_;
   Trace* trace_;
   uint32_t current_actor_ = 0;

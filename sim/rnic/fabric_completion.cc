@@ -305,6 +305,7 @@ void Fabric::Overrun(uint32_t ci) {
   if (c.errored) return;
   c.errored = true;
   c.count = 0;  // CQEs lost
+  c.dups = 0;
   RaiseAsync(c.ctx, AsyncEventType::kCqErr, kNone, ci, 0);
 }
 
@@ -344,12 +345,13 @@ void Fabric::WriteCqe(uint32_t qi, const Cqe& cqe, bool flush) {
     c.armed = false;
     channels_[c.channel].events.push_back(ci);
   }
+  MaybeDupCqe(qi, q, cqe);
 }
 
 void Fabric::ScrubCq(uint32_t ci, uint32_t qi) {
   Cq& c = cqs_[ci];
   if (!c.alive || c.count == 0) return;
-  uint32_t kept = 0;
+  uint32_t kept = 0, dups = 0;
   for (uint32_t i = 0; i < c.count; ++i) {
     uint32_t from = c.head + i;
     if (from >= c.capacity) from -= c.capacity;
@@ -358,8 +360,10 @@ void Fabric::ScrubCq(uint32_t ci, uint32_t qi) {
     if (to >= c.capacity) to -= c.capacity;
     c.ring[to] = c.ring[from];
     ++kept;
+    if (c.ring[to].dup) ++dups;
   }
   c.count = kept;
+  c.dups = dups;
 }
 
 void Fabric::DropQpCqes(uint32_t qi) { qps_[qi]->pending.clear(); }

@@ -98,7 +98,8 @@ bool Fabric::Settle(uint64_t budget_ns) {
 void Fabric::Dispatch(const Event& e) {
   ++stats_.events;
   const bool qp_event = e.type == EvType::kReq || e.type == EvType::kResp ||
-                        e.type == EvType::kTimer || e.type == EvType::kCqeDeliver;
+                        e.type == EvType::kTimer || e.type == EvType::kCqeDeliver ||
+                        e.type == EvType::kStall;
   if (qp_event && e.a < qps_.size()) {
     const Qp& q = *qps_[e.a];
     touched_hosts_ |= uint64_t{1} << (q.host % 64);
@@ -136,6 +137,9 @@ void Fabric::Dispatch(const Event& e) {
     }
     case EvType::kPortUp:
       LinkUp(e.a);
+      break;
+    case EvType::kStall:
+      OnStall(e);
       break;
   }
 }

@@ -54,6 +54,7 @@ absl::Status Fabric::ClearQpScript(uint32_t host, std::string_view device, uint3
   Qp& q = *qps_[qi];
   q.script_destroy_fail = q.script_modify_fail = q.script_post_enomem = 0;
   q.script_late = q.script_drop = 0;
+  q.script_hold_ns = q.script_dup_ns = 0;
   return absl::OkStatus();
 }
 
@@ -184,6 +185,16 @@ absl::Status Fabric::ApplyQpFault(const ScriptedFault& f, uint32_t qi) {
       return absl::OkStatus();
     case FaultKind::kPacketLoss:
       ++q.script_drop;
+      return absl::OkStatus();
+    case FaultKind::kHungQpRecover:
+      if (q.hung) return absl::FailedPreconditionError("hung_qp_recover: the qp is hung already");
+      StartHang(qi, q, f.duration_ns);
+      return absl::OkStatus();
+    case FaultKind::kQpErrHold:
+      q.script_hold_ns = f.duration_ns;
+      return absl::OkStatus();
+    case FaultKind::kDupCqe:
+      q.script_dup_ns = f.duration_ns;
       return absl::OkStatus();
     default:
       return absl::InvalidArgumentError(

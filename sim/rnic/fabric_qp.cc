@@ -55,6 +55,7 @@ absl::StatusOr<hal::QpInfo> Fabric::VerbCreateQp(uint32_t host, hal::PdHandle pd
   if (!d.free_qpns.empty()) {
     q->qpn = d.free_qpns.back();
     d.free_qpns.pop_back();
+    ++stats_.qpns_reused;
   } else {
     q->qpn = d.next_qpn++;
   }
@@ -155,6 +156,8 @@ absl::Status Fabric::VerbModifyQp(uint32_t host, hal::QpHandle qph, const hal::Q
                                   uint32_t mask) {
   FERRY_ASSIGN_OR_RETURN(const uint32_t qi, CheckQp(host, qph, "ibv_modify_qp"));
   Qp& q = *qps_[qi];
+  // A held move to ERR (qp_err_hold) happens before any later modify.
+  if (q.hold_token != 0) EndErrHold(qi, q);
   const QpState cur = q.attr.qp_state;
   const QpState next = (mask & hal::kQpState) != 0 ? attr.qp_state : cur;
   FERRY_RETURN_IF_ERROR(CheckModifyAttrs(cur, next, attr, mask));
@@ -182,6 +185,9 @@ absl::Status Fabric::VerbModifyQp(uint32_t host, hal::QpHandle qph, const hal::Q
   // Apply (nothing above changed state).
   ApplyQpAttrs(q, attr, mask);
   q.dst_dev = dst_dev;
+  if (next == QpState::kErr && Executing(cur) && MaybeHoldErr(qi, q, mask)) {
+    return absl::OkStatus();  // the QP executes on; the hold's end applies ERR
+  }
   q.attr.qp_state = next;
   q.attr.cur_qp_state = next;
   if (next != cur) EnterQpState(qi, q, cur, mask);
@@ -245,6 +251,7 @@ void Fabric::EnterQpState(uint32_t qi, Qp& q, QpState cur, uint32_t mask) {
       }
       q.dst_dev = kNone;
       q.hung = false;
+      q.hang_token = 0;
       q.flush_dropped = false;
       q.comm_est_sent = false;
       break;
@@ -259,7 +266,12 @@ void Fabric::EnterQpState(uint32_t qi, Qp& q, QpState cur, uint32_t mask) {
       if (cur == QpState::kRtr) {
         q.psn_base = static_cast<uint32_t>((q.attr.sq_psn - q.next_vpsn) & 0xffffff);
         q.retries = 0;
-        if (InjectFault(FaultKind::kHungQp)) q.hung = true;
+        if (InjectFault(FaultKind::kHungQp)) {
+          q.hung = true;
+        } else if (StallChance(config_.stall.hung_recover)) {
+          StartHang(qi, q,
+                    stall_prng_.Range(1, std::max<uint64_t>(1, config_.stall.hung_recover_ns_max)));
+        }
         CheckPairing(qi, q);
       }
       Kick(qi);
@@ -324,6 +336,7 @@ void Fabric::DestroyQpNow(uint32_t qi, bool scrub) {
     if (q.recv_cq != q.send_cq) ScrubCq(q.recv_cq, qi);
   }
   q.alive = false;
+  q.hang_token = q.hold_token = 0;
   std::erase(cqs_[q.send_cq].qps, qi);
   if (q.recv_cq != q.send_cq) std::erase(cqs_[q.recv_cq].qps, qi);
   std::erase_if(ctxs_[q.ctx].async_queue, [qi](const AsyncRec& r) { return r.qp == qi; });

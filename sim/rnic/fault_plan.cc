@@ -4,6 +4,7 @@
 #include "sim/rnic/fault_plan.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 
 #include "absl/strings/numbers.h"
@@ -22,11 +23,11 @@ using base::AV;
 namespace {
 
 constexpr std::array<const char*, kFaultKinds> kNames = {
-    "wr_flush",         "late_cqe",     "hung_qp",        "destroy_qp_fail", "modify_qp_fail",
-    "post_send_enomem", "cq_overrun",   "packet_loss",    "link_down",       "port_flap",
-    "resource_fail",    "peer_restart", "paused_peer",    "ctrl_delay",      "ctrl_loss",
-    "ctrl_dup",         "ctrl_reorder", "ctrl_partition", "link_up",         "device_fatal",
-    "gid_change",
+    "wr_flush",         "late_cqe",        "hung_qp",        "destroy_qp_fail", "modify_qp_fail",
+    "post_send_enomem", "cq_overrun",      "packet_loss",    "link_down",       "port_flap",
+    "resource_fail",    "peer_restart",    "paused_peer",    "ctrl_delay",      "ctrl_loss",
+    "ctrl_dup",         "ctrl_reorder",    "ctrl_partition", "link_up",         "device_fatal",
+    "gid_change",       "hung_qp_recover", "qp_err_hold",    "dup_cqe",
 };
 
 // Per-kind menu of rates (denominators); the numerator is always 1.
@@ -115,7 +116,49 @@ std::string ScriptedFault::ToString() const {
 
 bool FaultTakesDuration(FaultKind k) {
   return k == FaultKind::kPausedPeer || k == FaultKind::kCtrlPartition ||
-         k == FaultKind::kCtrlDelay;
+         k == FaultKind::kCtrlDelay || IsStallKind(k);
+}
+
+StallPlan StallPlan::Draw(Prng& prng, uint64_t slice_timeout_ns) {
+  StallPlan s;
+  const uint64_t t = std::max<uint64_t>(slice_timeout_ns, 1000);
+  constexpr std::array<uint64_t, 3> kHungDen = {20, 100, 1000};
+  constexpr std::array<uint64_t, 3> kHoldDen = {2, 10, 100};
+  constexpr std::array<uint64_t, 3> kDupDen = {100, 1000, 10000};
+  const std::array<uint64_t, 3> hung_ns = {t / 2, 2 * t, 8 * t};
+  constexpr std::array<uint64_t, 3> kHoldNs = {100'000, 5'000'000, 50'000'000};
+  constexpr std::array<uint64_t, 3> kDupNs = {20'000, 1'000'000, 20'000'000};
+  // Three draws per kind, always, in this order.
+  const bool hung_on = prng.Below(2) == 1;
+  const uint64_t hung_den = kHungDen[prng.Below(3)];
+  const uint64_t hung_max = hung_ns[prng.Below(3)];
+  const bool hold_on = prng.Below(2) == 1;
+  const uint64_t hold_den = kHoldDen[prng.Below(3)];
+  const uint64_t hold_max = kHoldNs[prng.Below(3)];
+  const bool dup_on = prng.Below(2) == 1;
+  const uint64_t dup_den = kDupDen[prng.Below(3)];
+  const uint64_t dup_max = kDupNs[prng.Below(3)];
+  if (hung_on) s.hung_recover = Ratio{1, hung_den}, s.hung_recover_ns_max = hung_max;
+  if (hold_on) s.err_hold = Ratio{1, hold_den}, s.err_hold_ns_max = hold_max;
+  if (dup_on) s.dup_cqe = Ratio{1, dup_den}, s.dup_cqe_ns_max = dup_max;
+  s.seed = prng.Next();
+  return s;
+}
+
+std::string StallPlan::ToString() const {
+  if (!AnyEnabled()) return "stall plan: off\n";
+  std::string out = "stall plan:\n";
+  auto line = [&out](const char* name, Ratio r, uint64_t ns) {
+    if (r.num == 0) {
+      absl::StrAppend(&out, "  ", name, " off\n");
+    } else {
+      absl::StrAppend(&out, "  ", name, " ", r.num, "/", r.den, " up to ", ns, " ns\n");
+    }
+  };
+  line("hung_qp_recover", hung_recover, hung_recover_ns_max);
+  line("qp_err_hold", err_hold, err_hold_ns_max);
+  line("dup_cqe", dup_cqe, dup_cqe_ns_max);
+  return out;
 }
 
 namespace {

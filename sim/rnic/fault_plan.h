@@ -45,10 +45,20 @@ enum class FaultKind : uint8_t {
   kLinkUp,
   kDeviceFatal,
   kGidChange,
+  // Stall kinds (StallPlan below; the swarm's "stall" family): a QP that
+  // hangs and recovers, a move to ERR held while the QP still executes, a
+  // CQE delivered twice. Seeded from their own stream, and scriptable.
+  kHungQpRecover,
+  kQpErrHold,
+  kDupCqe,
   kCount,
 };
 inline constexpr size_t kSeededFaultKinds = static_cast<size_t>(FaultKind::kLinkUp);
 inline constexpr size_t kFaultKinds = static_cast<size_t>(FaultKind::kCount);
+inline constexpr size_t kFirstStallKind = static_cast<size_t>(FaultKind::kHungQpRecover);
+// Whether a kind is one of the stall kinds (a campaign gates on them as on
+// the seeded kinds when its plans draw them).
+constexpr bool IsStallKind(FaultKind k) { return static_cast<size_t>(k) >= kFirstStallKind; }
 
 std::string_view FaultKindName(FaultKind k);
 absl::StatusOr<FaultKind> ParseFaultKind(std::string_view name);
@@ -73,6 +83,29 @@ struct FaultPlan {
   std::string ToString() const;
 };
 
+// The stall kinds' rates and durations. Drawn from a stream of their own
+// and applied by the RNIC from a stream of its own (seeded by `seed`), so a
+// run whose plan has no stall kind is the run it was before they existed
+// (the named regressions replay with the family off). Every chance is drawn
+// only when its rate is not zero.
+struct StallPlan {
+  Ratio hung_recover = kNever;       // per move to RTS: the QP hangs, then...
+  uint64_t hung_recover_ns_max = 0;  // ...recovers after 1..this ns
+  Ratio err_hold = kNever;           // per modify to ERR: the move waits...
+  uint64_t err_hold_ns_max = 0;      // ...1..this ns, the QP executing meanwhile
+  Ratio dup_cqe = kNever;            // per CQE: the CQ gets it again...
+  uint64_t dup_cqe_ns_max = 0;       // ...1..this ns later
+  uint64_t seed = 0;                 // the RNIC's stall stream
+
+  bool AnyEnabled() const { return hung_recover.num != 0 || err_hold.num != 0 || dup_cqe.num != 0; }
+  // Swarm draw: each kind on with probability 1/2, its rate and its time
+  // bound from a menu (the hang bound scaled to the slice timeout, so a
+  // recovery races the deadline). A fixed number of draws.
+  static StallPlan Draw(Prng& prng, uint64_t slice_timeout_ns);
+  // "stall plan: hung_qp_recover 1/100 <= 60000000 ns, ..." ("off" when none).
+  std::string ToString() const;
+};
+
 // What a scripted fault acts on.
 enum class TargetKind : uint8_t { kQp, kCq, kDevice, kHost };
 
@@ -93,8 +126,10 @@ struct ScriptedFault {
   uint64_t at_ns = 0;
   FaultKind kind = FaultKind::kWrFlush;
   FaultTarget target;
-  // How long a paused_peer or ctrl_partition lasts, or a ctrl_delay's delay
-  // ("for <ns>"); 0 (no "for") for every other kind.
+  // How long a paused_peer or ctrl_partition lasts, a ctrl_delay's delay,
+  // how long a hung_qp_recover QP hangs, how long qp_err_hold holds the
+  // QP's next move to ERR, or how late dup_cqe's copy of the QP's next CQE
+  // comes ("for <ns>"); 0 (no "for") for every other kind.
   uint64_t duration_ns = 0;
   std::string ToString() const;  // the line ParseFaultScript reads back
 };

@@ -24,18 +24,18 @@ namespace {
 
 // Lifecycle record kinds of engine/worker.cc (SimObserver records), listed
 // so a report shows the probes a sweep never reached as 0.
-constexpr std::array<std::string_view, 38> kLifecycleProbes = {
-    "cq_err",          "cq_recreated", "cqe_error",    "ctx_reenabled", "ctx_resumed",
-    "destroy_failed",  "device_fatal", "dup_req",      "ep_create",     "ep_destroyed",
-    "ep_evict",        "ep_ready",     "ep_retire",    "error_req",     "gid_change",
-    "port_active",     "port_err",     "qp_destroyed", "rail_error",    "rail_pause",
-    "rep_dropped",     "rep_recv",     "rep_sent",     "repost",        "req_recv",
-    "req_sent",        "retry",        "rtu_dropped",  "rtu_recv",      "rtu_sent",
-    "stale_entry",     "stale_recv",   "stale_req",    "timeout",       "timeout_retire",
-    "zombie_escalate", "req_parked",   "rep_mismatch",
+constexpr std::array<std::string_view, 39> kLifecycleProbes = {
+    "cq_err",          "cq_recreated", "cqe_error",    "ctx_reenabled",   "ctx_resumed",
+    "destroy_failed",  "device_fatal", "dup_req",      "ep_create",       "ep_destroyed",
+    "ep_evict",        "ep_ready",     "ep_retire",    "error_req",       "gid_change",
+    "port_active",     "port_err",     "qp_destroyed", "rail_error",      "rail_pause",
+    "rep_dropped",     "rep_recv",     "rep_sent",     "repost",          "req_recv",
+    "req_sent",        "retry",        "rtu_dropped",  "rtu_recv",        "rtu_sent",
+    "stale_entry",     "stale_recv",   "stale_req",    "timeout",         "timeout_retire",
+    "zombie_escalate", "req_parked",   "rep_mismatch", "refetch_applied",
 };
 
-constexpr std::array<std::string_view, 14> kCounterProbes = {
+constexpr std::array<std::string_view, 15> kCounterProbes = {
     "w.stale_cqes",
     "w.zombie_escalations",
     "w.cq_recreated",
@@ -44,6 +44,7 @@ constexpr std::array<std::string_view, 14> kCounterProbes = {
     "w.stale_sweep_entries",
     "rnic.retransmits",
     "rnic.packets_dropped",
+    "rnic.qpns_reused",  // a QP created with the number of a destroyed one
     "world.start_attempts_failed",
     "world.restarts",
     "world.device_events",
@@ -68,12 +69,13 @@ std::string SwarmFamilies::ToString() const {
   if (paused_peer) on.push_back("paused_peer");
   if (ctrl) on.push_back("ctrl");
   if (device) on.push_back("device");
+  if (stall) on.push_back("stall");
   return on.empty() ? std::string("none") : absl::StrJoin(on, ",");
 }
 
 absl::StatusOr<SwarmFamilies> SwarmFamilies::Parse(std::string_view text) {
   SwarmFamilies f;
-  f.rnic = f.resource_fail = f.peer_restart = f.paused_peer = f.ctrl = f.device = false;
+  f.rnic = f.resource_fail = f.peer_restart = f.paused_peer = f.ctrl = f.device = f.stall = false;
   size_t n = 0;
   for (absl::string_view part : absl::StrSplit(absl::string_view(text.data(), text.size()), ',')) {
     if (++n > 16) return absl::InvalidArgumentError("too many families");
@@ -87,7 +89,7 @@ absl::StatusOr<SwarmFamilies> SwarmFamilies::Parse(std::string_view text) {
       f = SwarmFamilies{};
     } else if (part == "all" || part == "none") {
       const bool v = part == "all" ? value : !value;
-      f.rnic = f.resource_fail = f.peer_restart = f.paused_peer = f.ctrl = f.device = v;
+      f.rnic = f.resource_fail = f.peer_restart = f.paused_peer = f.ctrl = f.device = f.stall = v;
     } else if (part == "rnic") {
       f.rnic = value;
     } else if (part == "resource_fail") {
@@ -100,12 +102,13 @@ absl::StatusOr<SwarmFamilies> SwarmFamilies::Parse(std::string_view text) {
       f.ctrl = value;
     } else if (part == "device") {
       f.device = value;
+    } else if (part == "stall") {
+      f.stall = value;
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown fault family '", part,
-          "' (families: rnic, resource_fail, peer_restart, paused_peer, ctrl, device, all, "
-          "none, "
-          "default)"));
+          "' (families: rnic, resource_fail, peer_restart, paused_peer, ctrl, device, stall, "
+          "all, none, default)"));
     }
   }
   return f;
@@ -134,6 +137,7 @@ std::string SwarmPlan::ToString() const {
   std::string out = absl::StrCat("seed ", seed, " families ", families.ToString(), "\n");
   if (shape.profile != WorldProfile::kFixed) absl::StrAppend(&out, shape.ToString());
   absl::StrAppend(&out, rnic.ToString(), world.ToString());
+  if (stall.AnyEnabled()) absl::StrAppend(&out, stall.ToString());
   absl::StrAppend(&out, "  schedule (", schedule.size(), " runner faults):");
   for (const WorldFault& f : schedule) absl::StrAppend(&out, "\n    ", f.ToString());
   absl::StrAppend(&out, "\n");
@@ -260,6 +264,12 @@ SwarmPlan DrawSwarmPlan(uint64_t seed, const SwarmFamilies& families, WorldProfi
     w.gid_change = gid_rate;
   }
   p.schedule = DrawSchedule(w, p.shape, schedule_p, device_p);
+  // The stall kinds from a stream of their own (the draws above are the
+  // same with or without them), for the random world only.
+  if (families.stall && p.shape.profile == WorldProfile::kRandom) {
+    sim::Prng stall_p(seed * 7919 + 5);
+    if (stall_p.Below(2) == 1) p.stall = sim::StallPlan::Draw(stall_p, p.shape.slice_timeout_ns);
+  }
   return p;
 }
 
@@ -282,7 +292,9 @@ std::vector<std::string> KnownProbes() {
   return out;
 }
 
-std::vector<std::string> DefensiveProbes() { return {"error_req", "w.stale_cqes"}; }
+// w.stale_cqes is reachable since the stall family's dup_cqe (a device that
+// delivers a CQE twice); error_req still needs a bug to defend against.
+std::vector<std::string> DefensiveProbes() { return {"error_req"}; }
 
 void CollectReport(TwoEngines& w, const SwarmPlan& plan, size_t trace_record_max,
                    SwarmReport* report) {
@@ -316,6 +328,7 @@ void CollectReport(TwoEngines& w, const SwarmPlan& plan, size_t trace_record_max
   }
   r.probes["rnic.retransmits"] += fs.retransmits;
   r.probes["rnic.packets_dropped"] += fs.packets_dropped;
+  r.probes["rnic.qpns_reused"] += fs.qpns_reused;
   r.probes["world.start_attempts_failed"] += wc.start_attempts_failed;
   r.probes["world.restarts"] += wc.restarts;
   r.probes["world.device_events"] += wc.device_events;

@@ -61,8 +61,13 @@ struct SwarmFamilies {
   bool paused_peer = true;    // a process stops for a while (control plane silent)
   bool ctrl = true;           // control network: delay, loss, dup, reorder, partition
   bool device = true;         // the RNIC reports DEVICE_FATAL or GID_CHANGE
+  // The RNIC's stall kinds (sim::StallPlan): a QP that hangs and recovers
+  // after the deadline, a move to ERR held while the QP executes, a CQE
+  // delivered twice. Drawn for the random world only (the fixed world's
+  // runs are the ones its named regressions were found on).
+  bool stall = true;
 
-  // "rnic,resource_fail,peer_restart,paused_peer,ctrl,device" (the families on).
+  // "rnic,resource_fail,peer_restart,paused_peer,ctrl,device,stall" (the families on).
   std::string ToString() const;
   // A comma-separated list of family names; "all", "none" and "default"
   // too; a name prefixed with '-' switches it off ("all,-ctrl").
@@ -93,9 +98,10 @@ struct WorldPlan {
 struct SwarmPlan {
   uint64_t seed = 0;
   SwarmFamilies families;
-  WorldShape shape;     // the fixed world, or the random profile's draw
-  sim::FaultPlan rnic;  // external kinds (peer_restart, paused_peer, ctrl_*) off:
-                        // the runner applies those from `world`
+  WorldShape shape;      // the fixed world, or the random profile's draw
+  sim::FaultPlan rnic;   // external kinds (peer_restart, paused_peer, ctrl_*) off:
+                         // the runner applies those from `world`
+  sim::StallPlan stall;  // off unless the random world and the stall family
   WorldPlan world;
   std::vector<WorldFault> schedule;  // at_ns relative to the first wave's submit
   std::string ToString() const;
@@ -134,6 +140,7 @@ struct SwarmReport {
   std::array<uint64_t, 8> status{};                 // judged tasks by terminal status
   uint64_t tasks_dead = 0;                          // died with a restarted process
   WorldShape shape;
+  bool stall_drawn = false;     // the plan drew a stall kind (sim::StallPlan)
   uint64_t c8_probes = 0;       // C8 refusals asserted (FreeBatch, Unregister, CloseSegment)
   uint64_t cancels = 0;         // Cancel calls the workload made
   uint64_t wave2_attempts = 0;  // random profile: liveness transfers submitted

@@ -90,6 +90,7 @@ class Run {
   void Go() {
     sim::FabricConfig fc = TwoEngines::MakeFabricConfig();
     fc.plan = plan_.rnic;
+    fc.stall = plan_.stall;
     fc.mutations = o_.mutations;
     if (random_) {
       fc.profile = shape_.rnic;
@@ -638,6 +639,7 @@ SwarmReport RunSwarm(uint64_t seed, const SwarmOptions& options) {
   const SwarmPlan plan = DrawSwarmPlan(seed, options.families, options.profile);
   r.plan_text = plan.ToString();
   r.shape = plan.shape;
+  r.stall_drawn = plan.stall.AnyEnabled();
   Run run(seed, options, plan, &r);
   run.Go();
   return r;

@@ -39,6 +39,7 @@ constexpr Canary kCanaries[] = {
     {base::Mutation::kEngineC4ReleaseFailedDestroy, "C4 quota released at a failed destroy"},
     {base::Mutation::kEngineTimeoutBeforeDeadline, "C2 a task timed out before its deadline"},
     {base::Mutation::kEngineC5NonOwnerCall, "C5 a verbs call off the owner"},
+    {base::Mutation::kEngineStaleCqeAnyGeneration, "stale CQE applied to a new slice"},
 };
 
 }  // namespace

@@ -329,6 +329,7 @@ int Sweep(const char* argv0, const Args& a) {
     }
   }
   Tally t;
+  t.stall_gated = a.profile == simworld::WorldProfile::kRandom && a.families.stall;
   bool budget_hit = false;
   auto elapsed_s = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -122,7 +122,11 @@ struct Tally {
   std::array<uint64_t, 8> status{};
   uint64_t dead = 0;
   std::map<uint32_t, uint64_t> hosts, nics, workers;  // seeds by world shape
-  double wall_s = 0;                                  // summed over seeds
+  uint64_t stall_seeds = 0;                           // seeds whose plan drew a stall kind
+  // The stall kinds are gated (NeverHit) when the sweep could draw them
+  // (random profile, stall family) or some seed did.
+  bool stall_gated = false;
+  double wall_s = 0;  // summed over seeds
   std::vector<SeedResult> failures;
   Verdict worst = Verdict::kOk;
 

@@ -34,6 +34,7 @@ void Tally::Add(SeedResult r) {
   ++hosts[r.report.shape.hosts];
   ++nics[r.report.shape.nics];
   ++workers[r.report.shape.workers];
+  stall_seeds += r.report.stall_drawn;
   wall_s += r.wall_s;
   if (Severity(r.verdict) > Severity(worst)) worst = r.verdict;
   if (r.verdict != Verdict::kOk) failures.push_back(std::move(r));
@@ -41,10 +42,13 @@ void Tally::Add(SeedResult r) {
 
 std::string Tally::NeverHit() const {
   std::string out;
-  for (size_t k = 0; k < sim::kSeededFaultKinds; ++k)
+  const size_t gated = stall_gated || stall_seeds != 0 ? sim::kFaultKinds : sim::kSeededFaultKinds;
+  for (size_t k = 0; k < gated; ++k) {
+    if (k >= sim::kSeededFaultKinds && !sim::IsStallKind(static_cast<sim::FaultKind>(k))) continue;
     if (faults[k] == 0)
       absl::StrAppend(&out, out.empty() ? "" : " ",
                       "fault:", std::string(sim::FaultKindName(static_cast<sim::FaultKind>(k))));
+  }
   const std::vector<std::string> defensive = simworld::DefensiveProbes();
   for (const std::string& p : simworld::KnownProbes()) {
     if (std::find(defensive.begin(), defensive.end(), p) != defensive.end()) continue;
@@ -80,11 +84,16 @@ void PrintSummary(const char* argv0, const Args& a, const Tally& t, double secs)
   dist("nics", t.nics);
   dist("workers", t.workers);
   std::printf("faults injected (total, seeds where it fired):\n");
-  for (size_t k = 0; k < sim::kSeededFaultKinds; ++k)
+  for (size_t k = 0; k < sim::kFaultKinds; ++k) {
+    if (k >= sim::kSeededFaultKinds && !sim::IsStallKind(static_cast<sim::FaultKind>(k))) continue;
     std::printf("  %-18s %10llu  %6llu\n",
                 std::string(sim::FaultKindName(static_cast<sim::FaultKind>(k))).c_str(),
                 static_cast<unsigned long long>(t.faults[k]),
                 static_cast<unsigned long long>(t.fault_seeds[k]));
+  }
+  if (t.stall_seeds != 0)
+    std::printf("  (stall kinds drawn in %llu seeds)\n",
+                static_cast<unsigned long long>(t.stall_seeds));
   std::printf("probes hit (total, seeds where it was hit):\n");
   std::string never;
   for (const auto& [k, v] : t.probes) {
@@ -146,6 +155,7 @@ std::string JsonlLine(const Args& a, const SeedResult& r) {
   j["wall_ms"] = static_cast<uint64_t>(r.wall_s * 1000.0 + 0.5);
   j["wall_us"] = static_cast<uint64_t>(r.wall_s * 1e6);
   j["trace_hash"] = absl::StrFormat("0x%016x", rep.trace_hash);
+  if (rep.stall_drawn) j["stall"] = true;
   return j.dump();
 }
 
@@ -190,6 +200,7 @@ bool ParseJsonlLine(std::string_view line, SeedResult* r, std::string* profile, 
     r->report.status[k] = j["tasks"].value(name, uint64_t{0});
   }
   r->report.tasks_dead = j.value("tasks_dead", uint64_t{0});
+  r->report.stall_drawn = j.value("stall", false);
   r->report.end_ns = j.value("virtual_ns", uint64_t{0});
   r->wall_s = static_cast<double>(j.value("wall_us", uint64_t{0})) / 1e6;
   *profile = j.value("profile", "");
