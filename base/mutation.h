@@ -52,6 +52,8 @@ enum class Mutation : uint32_t {
   kSwarmOpenOnce,                // sim world: a segment open that timed out is not retried
   kSwarmReuseUnquietRemote,  // sim world: the random workload reuses a remote range a WRITE that
                              // was not COMPLETED may still write
+  kSimDupCqeNoRoom,          // sim: a dup_cqe copy lands in a CQ with no room for it (overrun)
+  kSimUnhangWithoutFlush,    // sim: a hung QP moved to ERR does not flush when it recovers
   kCount,
 };
 
@@ -141,6 +143,10 @@ inline std::string_view MutationName(Mutation m) {
       return "swarm_open_once";
     case Mutation::kSwarmReuseUnquietRemote:
       return "swarm_reuse_unquiet_remote";
+    case Mutation::kSimDupCqeNoRoom:
+      return "sim_dup_cqe_no_room";
+    case Mutation::kSimUnhangWithoutFlush:
+      return "sim_unhang_without_flush";
     case Mutation::kCount:
       break;
   }

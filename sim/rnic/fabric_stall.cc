@@ -21,8 +21,10 @@
 // run it was before they existed); a stall event applies only while its
 // token is the QP's (a reset, a destroy or an earlier end cancels it).
 #include <algorithm>
+#include <utility>
 
 #include "base/check.h"
+#include "base/mutation.h"
 #include "sim/rnic/fabric.h"
 #include "sim/rnic/fabric_internal.h"
 
@@ -97,7 +99,9 @@ void Fabric::PlaceDupCqe(const Cqe& cqe) {
     const Qp& p = *qps_[i];
     if (p.send_cq == q.send_cq) producible += (p.post_seq - p.done_seq) + p.pending.size();
   }
-  if (c.count + producible >= c.capacity) return;
+  // Mutation: the copy takes any free entry (a later real CQE overruns).
+  const bool any_entry = config_.mutations.on(base::Mutation::kSimDupCqeNoRoom);
+  if (any_entry ? c.count == c.capacity : c.count + producible >= c.capacity) return;
   uint32_t slot = c.head + c.count;
   if (slot >= c.capacity) slot -= c.capacity;
   c.ring[slot] = cqe;
@@ -118,7 +122,9 @@ void Fabric::OnStall(const Event& e) {
       q.hung = false;
       q.hang_token = 0;
       if (q.attr.qp_state == QpState::kErr) {
-        FailAndFlush(e.a, q, kNoSeq, WcStatus::kWrFlushErr);  // the flush it owed
+        // The flush it owed (mutation: never; the WRs stay outstanding).
+        if (!config_.mutations.on(base::Mutation::kSimUnhangWithoutFlush))
+          FailAndFlush(e.a, q, kNoSeq, WcStatus::kWrFlushErr);
       } else if (Executing(q.attr.qp_state)) {
         // Responses that came during the hang were ignored: the retry
         // timer resends what is not acknowledged.

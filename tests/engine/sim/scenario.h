@@ -105,8 +105,9 @@ class Scenario {
     return ep == nullptr ? 0 : ep->round_robin;
   }
 
-  // Arms `times` scripted faults of `kind` (now) on h0's QP `qpn`.
-  std::string Arm(sim::FaultKind kind, uint32_t qpn, uint32_t times = 1) {
+  // Arms `times` scripted faults of `kind` (now) on h0's QP `qpn`;
+  // `duration_ns` for the kinds that take one (sim::FaultTakesDuration).
+  std::string Arm(sim::FaultKind kind, uint32_t qpn, uint32_t times = 1, uint64_t duration_ns = 0) {
     for (uint32_t i = 0; i < times; ++i) {
       sim::ScriptedFault f;
       f.at_ns = w_->clock().NowNs();
@@ -115,6 +116,7 @@ class Scenario {
       f.target.host = 0;
       f.target.device = "sim0";
       f.target.number = qpn;
+      f.duration_ns = duration_ns;
       if (absl::Status s = w_->fabric().Inject(f); !s.ok())
         return absl::StrCat("inject ", std::string(sim::FaultKindName(kind)), " on qpn ", qpn, ": ",
                             s.message());
@@ -122,11 +124,11 @@ class Scenario {
     return "";
   }
   // ... on every QP of the live endpoint.
-  std::string ArmAll(sim::FaultKind kind, uint32_t times = 1) {
+  std::string ArmAll(sim::FaultKind kind, uint32_t times = 1, uint64_t duration_ns = 0) {
     const Endpoint* ep = Ep();
     if (ep == nullptr) return "no endpoint to arm";
     for (uint32_t qpn : ep->qpns())
-      if (std::string f = Arm(kind, qpn, times); !f.empty()) return f;
+      if (std::string f = Arm(kind, qpn, times, duration_ns); !f.empty()) return f;
     return "";
   }
   // Ends the scripted faults still armed on these QPs (a hung QP stays hung).
