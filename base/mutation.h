@@ -54,6 +54,7 @@ enum class Mutation : uint32_t {
                              // was not COMPLETED may still write
   kSimDupCqeNoRoom,          // sim: a dup_cqe copy lands in a CQ with no room for it (overrun)
   kSimUnhangWithoutFlush,    // sim: a hung QP moved to ERR does not flush when it recovers
+  kEngineCompleteAfterDeadline,  // engine: a poll resolves CQEs before judging an expired deadline
   kCount,
 };
 
@@ -147,6 +148,8 @@ inline std::string_view MutationName(Mutation m) {
       return "sim_dup_cqe_no_room";
     case Mutation::kSimUnhangWithoutFlush:
       return "sim_unhang_without_flush";
+    case Mutation::kEngineCompleteAfterDeadline:
+      return "engine_complete_after_deadline";
     case Mutation::kCount:
       break;
   }

@@ -94,6 +94,14 @@ void Worker::ResolveAttempt(const std::shared_ptr<TaskRoute>& route, uint32_t sl
                             hal::WcStatus st, bool evidence_by_destroy, RetireReason ep_reason) {
   Task& task = *route->task;
   Slice& sl = task.mutable_slice(slice);
+  // C2: a slice that resolves after its task's deadline, before the sweep
+  // judged the task (a poll phase ahead of the sweep, a step after a pause
+  // or a hang), latches TIMEOUT first: such a task never ends COMPLETED.
+  // The sweep still retires what the task has posted. Test-only: the bug
+  // the completed_after_deadline rule found.
+  if (!task.latched().has_value() && task.Expired(env_->clock->NowNs()) &&
+      !Mut(base::Mutation::kEngineCompleteAfterDeadline))
+    (void)task.TryLatch(TaskStatus::kTimeout);
   if (!evidence_by_destroy && st == hal::WcStatus::kSuccess) {
     task.Resolve(slice, SliceOutcome::kSuccess);
     return;

@@ -622,12 +622,20 @@ void TwoEngines::CheckTracked(Tracked& t) {
     const bool fin = t.task->slice(i).Load().final();
     if (t.slice_final[i] && !fin)
       Fail(absl::StrCat("task ", t.label, " slice ", i, " left its final state"));
+    if (fin && !t.slice_final[i]) t.last_final_ns = clock_.NowNs();
     t.slice_final[i] = fin;
   }
   if (t.published == TaskStatus::kPending) {
     if (IsTerminal(st)) {
       t.published = st;
       t.publish_ns = clock_.NowNs();
+      // C2: a task whose deadline passed before its slices resolved ends
+      // TIMEOUT (or CANCELED), never COMPLETED.
+      const uint64_t deadline = t.task->geometry().deadline_ns;
+      if (st == TaskStatus::kCompleted && t.last_final_ns > deadline)
+        Fail(absl::StrCat("completed_after_deadline: task ", t.label,
+                          " published COMPLETED; its last slice resolved at ", t.last_final_ns,
+                          " ns, after its deadline ", deadline, " ns (C2)"));
       if (st == TaskStatus::kTimeout || st == TaskStatus::kCanceled) {
         for (uint32_t i = 0; i < t.task->slice_count(); ++i) {
           if (t.task->slice(i).Load().outcome == engine::SliceOutcome::kSuccess) {

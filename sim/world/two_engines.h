@@ -222,6 +222,7 @@ class TwoEngines {
     uint64_t publish_ns = 0;
     bool dead = false;  // its process restarted before it published
     std::vector<bool> slice_final;
+    uint64_t last_final_ns = 0;  // when the oracle last saw a slice become final
     // Fabric post count when the task latched TIMEOUT or CANCELED: a WR on
     // its buffer posted at or after it is a repost after the latch.
     std::optional<uint64_t> latch_mark;

@@ -40,6 +40,7 @@ constexpr Canary kCanaries[] = {
     {base::Mutation::kEngineTimeoutBeforeDeadline, "C2 a task timed out before its deadline"},
     {base::Mutation::kEngineC5NonOwnerCall, "C5 a verbs call off the owner"},
     {base::Mutation::kEngineStaleCqeAnyGeneration, "stale CQE applied to a new slice"},
+    {base::Mutation::kEngineCompleteAfterDeadline, "C2 COMPLETED after the deadline passed"},
 };
 
 }  // namespace

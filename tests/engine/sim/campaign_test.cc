@@ -22,13 +22,13 @@ namespace {
 
 using simworld::WorldProfile;
 
-simworld::SwarmReport RunRandom(uint64_t seed,
-                                std::initializer_list<base::Mutation> switches = {}) {
+// `stall`: the stall family (default off here: the named regressions found
+// before it existed replay their original runs without it).
+simworld::SwarmReport RunRandom(uint64_t seed, std::initializer_list<base::Mutation> switches = {},
+                                bool stall = false) {
   simworld::SwarmOptions o;
   o.profile = WorldProfile::kRandom;
-  // The named regressions below were found before the stall family
-  // existed: without it they replay their original runs.
-  o.families.stall = false;
+  o.families.stall = stall;
 #if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
   for (base::Mutation m : switches) o.mutations.Enable(m);
 #else
@@ -258,6 +258,42 @@ TEST(CampaignRegression, Seed836182297AnOpenTimedOutUnderHeavyLossIsRetried) {
   ExpectCleanThrough(836182297, "world.open_retries", 1);
   ExpectFoundUnder(836182297, base::Mutation::kSwarmOpenOnce, simworld::FailureClass::kLiveness,
                    "h6 open of h4 failed: DEADLINE_EXCEEDED: no descriptor from the peer in time");
+}
+
+// Found by the completed_after_deadline rule (C2) when it was added: seeds
+// 1..300 of the default families (the stall family on) failed 8 times.
+// A worker whose step came after the deadline (a paused process, a hung
+// QP that recovered, a late CQE) polled the CQEs first and published
+// COMPLETED for tasks whose last slice resolved after their deadline (seed
+// 180: deadline 2.04 ms, last slice 20.05 ms). Fix: PollAll judges due
+// deadlines before it polls (engine_complete_after_deadline brings it back).
+TEST(CampaignRegression, CompletedAfterDeadlineSeeds) {
+  struct Found {
+    uint64_t seed;
+    const char* message;
+  };
+  for (const Found& f : std::initializer_list<Found>{
+           {76,
+            "completed_after_deadline: task 555 published COMPLETED; its last slice resolved "
+            "at 17064000 ns, after its deadline 17060700 ns (C2)"},
+           {180,
+            "completed_after_deadline: task 11 published COMPLETED; its last slice resolved "
+            "at 20051700 ns, after its deadline 2042300 ns (C2)"},
+           {85, "completed_after_deadline: task 568"},
+           {156, "completed_after_deadline: task 255"},
+           {183, "completed_after_deadline: task 37"},
+           {224, "completed_after_deadline: task 16"},
+           {261, "completed_after_deadline: task 205"},
+           {268, "completed_after_deadline: task 309"},
+       }) {
+    EXPECT_EQ(RunRandom(f.seed, {}, /*stall=*/true).message, "") << "seed " << f.seed;
+#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
+    const simworld::SwarmReport r =
+        RunRandom(f.seed, {base::Mutation::kEngineCompleteAfterDeadline}, /*stall=*/true);
+    EXPECT_EQ(r.failure, simworld::FailureClass::kSafety) << "seed " << f.seed;
+    EXPECT_TRUE(Contains(r.message, f.message)) << "seed " << f.seed << ": " << r.message;
+#endif
+  }
 }
 
 }  // namespace
