@@ -92,6 +92,11 @@ struct WorkerStats {
   uint64_t rail_pauses = 0;
   uint64_t zombie_escalations = 0;
   uint64_t cq_recreated = 0;
+  // Coverage of rare paths (the campaign's probes; no behaviour reads them).
+  uint64_t rail_resumes = 0;        // a paused rail carried traffic again (cooldown left)
+  uint64_t simultaneous_opens = 0;  // a REP completed an endpoint that had accepted the peer's REQ
+  uint64_t partial_destroys = 0;    // a destroy failed while a sibling QP was destroyed
+  uint64_t busy_passed_over = 0;    // an eviction took an idle endpoint over a busy one
 };
 
 }  // namespace ferry::engine

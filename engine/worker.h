@@ -233,6 +233,7 @@ class Worker {
     uint64_t park_epoch = 0;
     bool must_reenable = false;    // this owner completed the park count
     bool reset_requested = false;  // destroy give-up asked for a reset (until the re-enable)
+    bool resume_counted = true;    // stats_.rail_resumes counted since the last pause
   };
 
   WaitSet WaitSetNow();

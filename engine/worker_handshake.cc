@@ -70,7 +70,15 @@ absl::StatusOr<Endpoint*> Worker::NewEndpoint(const Key& key) {
   auto ins = stores_[key.first]->Insert(StoreKey(key), std::move(*made), idle);
   FERRY_CHECK(ins.ok());
   NoteEvent("ep_create", key, gen, 0);
-  if (ins->has_value()) RetireEvicted(std::move((*ins)->value), (*ins)->was_idle, now);
+  if (ins->has_value()) {
+    if ((*ins)->was_idle) {
+      bool busy_left = false;
+      stores_[key.first]->ForEach([&](const EndpointKey& k, const std::unique_ptr<Endpoint>& ep,
+                                      bool) { busy_left = busy_left || !idle(k, ep); });
+      stats_.busy_passed_over += busy_left;
+    }
+    RetireEvicted(std::move((*ins)->value), (*ins)->was_idle, now);
+  }
   return raw;
 }
 
@@ -385,6 +393,7 @@ void Worker::OnRep(const HandshakeMessage& m, const std::string& from) {
       Retire(ep, RetireReason::kHandshakeFailed);
       return;
     }
+    ++stats_.simultaneous_opens;
   } else if (!ep->ToRtr(peer).ok()) {
     Retire(ep, RetireReason::kHandshakeFailed);
     return;

@@ -48,6 +48,10 @@ void Worker::PostAll() {
       continue;
     }
     if (ep->state() != EndpointState::kReady || RailPaused(key.first)) continue;
+    if (!rails_[key.first].resume_counted) {
+      rails_[key.first].resume_counted = true;
+      ++stats_.rail_resumes;
+    }
     CqQuota& ledger = Ledger(ep->cq());
     if (ledger.ZombieOverCap()) continue;
     FERRY_CHECK_GT(ep->qps().size(), 0u);

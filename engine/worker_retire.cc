@@ -127,6 +127,7 @@ void Worker::RailError(uint32_t ctx, uint64_t now) {
   r.cooldown_ns = r.cooldown_ns == 0 ? cfg_.rail_cooldown_ns
                                      : std::min(r.cooldown_ns * 2, cfg_.rail_cooldown_ns_max);
   r.paused_until_ns = now + r.cooldown_ns;
+  r.resume_counted = false;
   r.errors_in_window = 0;
   ++stats_.rail_pauses;
   NoteEvent("rail_pause", Key{ctx, ""}, r.cooldown_ns, 0);

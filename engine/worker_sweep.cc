@@ -129,6 +129,13 @@ void Worker::Sweep() {
       if (q.destroy_failures != before[i].second) {
         FERRY_CHECK(ledger.OnDestroyResult(h, false).ok());
         NoteEvent("destroy_failed", key, q.qpn, q.destroy_failures);
+        // Partial destroy: a sibling QP of the endpoint is destroyed already.
+        for (const DataQp& other : ep->qps()) {
+          if (&other != &q && other.destroyed) {
+            ++stats_.partial_destroys;
+            break;
+          }
+        }
       }
       // Last resort (off by default): a QP whose destroy kept failing for
       // destroy_give_up_ns gets its whole device context closed and

@@ -35,13 +35,17 @@ constexpr std::array<std::string_view, 39> kLifecycleProbes = {
     "zombie_escalate", "req_parked",   "rep_mismatch", "refetch_applied",
 };
 
-constexpr std::array<std::string_view, 15> kCounterProbes = {
+constexpr std::array<std::string_view, 19> kCounterProbes = {
     "w.stale_cqes",
     "w.zombie_escalations",
     "w.cq_recreated",
     "w.evictions",
     "w.timeout_retires",
     "w.stale_sweep_entries",
+    "w.rail_resumes",        // a paused rail carried traffic again (cooldown left)
+    "w.simultaneous_opens",  // both sides sent a REQ; one endpoint came of both
+    "w.partial_destroys",    // one QP of an endpoint destroyed, a sibling's destroy failed
+    "w.busy_passed_over",    // eviction took an idle endpoint over a busy one
     "rnic.retransmits",
     "rnic.packets_dropped",
     "rnic.qpns_reused",  // a QP created with the number of a destroyed one
@@ -325,6 +329,10 @@ void CollectReport(TwoEngines& w, const SwarmPlan& plan, size_t trace_record_max
     r.probes["w.evictions"] += s.evictions;
     r.probes["w.timeout_retires"] += s.timeout_retires;
     r.probes["w.stale_sweep_entries"] += s.stale_sweep_entries;
+    r.probes["w.rail_resumes"] += s.rail_resumes;
+    r.probes["w.simultaneous_opens"] += s.simultaneous_opens;
+    r.probes["w.partial_destroys"] += s.partial_destroys;
+    r.probes["w.busy_passed_over"] += s.busy_passed_over;
   }
   r.probes["rnic.retransmits"] += fs.retransmits;
   r.probes["rnic.packets_dropped"] += fs.packets_dropped;
