@@ -54,7 +54,8 @@ enum class Mutation : uint32_t {
                              // was not COMPLETED may still write
   kSimDupCqeNoRoom,          // sim: a dup_cqe copy lands in a CQ with no room for it (overrun)
   kSimUnhangWithoutFlush,    // sim: a hung QP moved to ERR does not flush when it recovers
-  kEngineCompleteAfterDeadline,  // engine: a poll resolves CQEs before judging an expired deadline
+  kEngineCompleteAfterDeadline,  // engine: a slice resolved after the deadline ends COMPLETED
+  kEngineRefetchAnyVersion,      // engine: a refetch answer is applied whatever its version
   kCount,
 };
 
@@ -150,6 +151,8 @@ inline std::string_view MutationName(Mutation m) {
       return "sim_unhang_without_flush";
     case Mutation::kEngineCompleteAfterDeadline:
       return "engine_complete_after_deadline";
+    case Mutation::kEngineRefetchAnyVersion:
+      return "engine_refetch_any_version";
     case Mutation::kCount:
       break;
   }

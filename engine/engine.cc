@@ -288,7 +288,12 @@ void EngineImpl::DescriptorArrived(uint64_t token, const SegmentDescriptor& d) {
     if (sit == segments_.end() || sit->second.refetch_token != token) return;
     PeerSegment& ps = sit->second;
     ps.refetch_token = 0;
-    switch (engine::DecideRefetchAnswer(ps.descriptor, d)) {
+    engine::RefetchAnswer answer = engine::DecideRefetchAnswer(ps.descriptor, d);
+    // Test-only: an answer with a lower or equal version applied anyway.
+    if (answer == engine::RefetchAnswer::kUnchanged && mutations_ != nullptr &&
+        mutations_->on(base::Mutation::kEngineRefetchAnyVersion))
+      answer = engine::RefetchAnswer::kApply;
+    switch (answer) {
       case engine::RefetchAnswer::kApply: {
         engine::RangeSet rs;
         for (const BufferDescriptor& b : d.buffers)

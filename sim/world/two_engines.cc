@@ -438,6 +438,16 @@ void TwoEngines::OnEngineEvent(uint32_t h, const LifecycleRecord& r, const engin
     CheckStaleAccept(h, r);
     return;
   }
+  if (r.kind == "refetch_start" || r.kind == "refetch_applied") {
+    // A refetch answer with a lower or equal version changes nothing: an
+    // applied descriptor is newer than every version the segment had.
+    uint64_t& seen = refetch_versions_[{h, hosts_[h].incarnation, r.a}];
+    if (r.kind == "refetch_applied" && r.b <= seen)
+      Fail(absl::StrCat("refetch_not_newer: h", h, " applied version ", r.b, " of segment ", r.a,
+                        " (", r.key, "), not newer than version ", seen, " it had"));
+    seen = std::max(seen, r.b);
+    return;
+  }
   if (r.kind == "timeout_task") {
     last_timeout_[h] = -1;
     for (size_t i = 0; i < tracked_.size(); ++i) {

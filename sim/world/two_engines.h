@@ -47,6 +47,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -330,6 +331,9 @@ class TwoEngines {
   std::string start_failure_;
   uint64_t max_quota_ = 0;
   std::vector<int64_t> last_timeout_;  // per host: tracked_ index of its last "timeout" task, or -1
+  // (host, incarnation, segment handle) -> the highest descriptor version a
+  // refetch of it started from or applied (refetch_not_newer).
+  std::map<std::tuple<uint32_t, uint32_t, uint64_t>, uint64_t> refetch_versions_;
   // Per host: the last "req_recv" and what its key's endpoint recorded then
   // (CheckStaleAccept).
   struct PendingReq {

@@ -149,8 +149,9 @@ TEST(Refetch, RemAccessErrRefetchesAndTheSameHandleResumes) {
 // test answers in host 0's name, with host 0's new rkeys but the old
 // version; the real request is cut): nothing changes. The next READ fails
 // again and starts a second refetch, which applies host 0's real answer.
-std::string SameVersionAnswer(uint64_t seed) {
-  TwoEngines w(seed, sim::NetPlan{}, base::Mutations(), ScenarioConfig());
+std::string SameVersionAnswer(uint64_t seed, const base::Mutations& m = base::Mutations(),
+                              std::string* oracle = nullptr) {
+  TwoEngines w(seed, sim::NetPlan{}, m, ScenarioConfig());
   SegmentHandle seg10;
   if (std::string p = Prologue(w, &seg10); !p.empty()) return p;
   const std::string a0 = w.host(0).addr, a1 = w.host(1).addr;
@@ -169,6 +170,7 @@ std::string SameVersionAnswer(uint64_t seed) {
   if (!w.host(0).net->Send(a1, EncodeDesc(rep)).ok()) return "send";
   w.RunUntil([&] { return !Info(w, 1, seg10).refetch_in_flight; }, 100'000'000);
   SegmentInfo i = Info(w, 1, seg10);
+  if (oracle != nullptr) *oracle = w.OracleAndViolations();
   if (i.version != v_old || !i.stale || i.refetches_unchanged != 1 || i.refetches_applied != 0)
     return absl::StrCat("same-version answer changed something: version ", i.version, " stale ",
                         i.stale, " unchanged ", i.refetches_unchanged);
@@ -193,6 +195,20 @@ std::string SameVersionAnswer(uint64_t seed) {
 TEST(Refetch, SameVersionAnswerChangesNothing) {
   for (uint64_t s = 1; s <= 3; ++s) ASSERT_EQ(SameVersionAnswer(s), "") << "seed " << s;
 }
+
+#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
+// engine_refetch_any_version: the same-version answer is applied, and the
+// oracle's refetch_not_newer names it (the scenario's own check fires too).
+TEST(Refetch, SameVersionAnswerAppliedIsCaughtByTheOracle) {
+  base::Mutations m;
+  m.Enable(base::Mutation::kEngineRefetchAnyVersion);
+  std::string oracle;
+  EXPECT_EQ(SameVersionAnswer(1, m, &oracle).substr(0, 41),
+            "same-version answer changed something: ve");
+  EXPECT_NE(oracle.find("refetch_not_newer: h1 applied version "), std::string::npos) << oracle;
+  EXPECT_NE(oracle.find(", not newer than version "), std::string::npos) << oracle;
+}
+#endif
 
 // Control-network loss during the refetch. heal_after_ns > 0: h1 -> h0 is
 // cut from the first request until then; the refetch resends every
