@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/check.h"
 #include "base/fnv1a.h"
@@ -151,6 +152,9 @@ class Run {
     for (Item& it : items_)
       if (std::string b = Judge(it); !b.empty()) return Safe(b);
     if (std::string e = random_ ? Wave2Random() : Wave2Fixed(); !e.empty()) return e;
+    if (random_) {
+      if (std::string e = Wave3Rails(); !e.empty()) return e;
+    }
     if (std::string l = w.ShutdownAndCheckLeaks(); !l.empty()) {
       if (std::string v = w.OracleAndViolations(); !v.empty())
         return Safe("oracle at shutdown: " + v);
@@ -234,6 +238,71 @@ class Run {
         }
       }
       if (std::string e = Wave2Until(std::move(todo)); !e.empty()) return e;
+    }
+    return "";
+  }
+
+  // Liveness on every rail (random profile, after wave 2): a task's rail is
+  // its index in its batch (local context i % NICs, the peer's device
+  // i % its NICs), so each host, one at a time, sends one batch of one
+  // 1 KiB WRITE per NIC to the next host; the whole batch is resubmitted
+  // until every WRITE COMPLETED with its bytes, within kWave2AttemptsMax.
+  // Every local rail and every peer device then carried a fresh transfer,
+  // so a rail paused in wave 1 is back within rail_cooldown_ns_max.
+  std::string Wave3Rails() {
+    TwoEngines& w = *w_;
+    const uint32_t n = hosts();
+    for (uint32_t h = 0; h < n; ++h) {
+      const uint32_t p = (h + 1) % n;
+      auto seg = w.Open(h, p);
+      if (!seg.ok())
+        return Live(
+            absl::StrCat("wave 3: h", h, " open of h", p, " failed: ", seg.status().ToString()));
+      std::vector<Item> batch;
+      for (uint32_t i = 0; i < shape_.nics; ++i) {
+        const uint64_t tag = 9500 + 10 * h + i;
+        batch.push_back(Task(h, p, OpKind::kWrite, layout_.W2Local(2 * p) + 1024 * i,
+                             layout_.W2Remote(h, 0) + 1024 * i, tag, 1024, -1));
+      }
+      const size_t mark = w.host(h).obs->records().size();
+      std::string last;
+      for (uint32_t attempt = 1;; ++attempt) {
+        if (attempt > kWave2AttemptsMax)
+          return Live(absl::StrCat("wave 3: h", h, " -> h", p,
+                                   " not COMPLETED on every rail within ", kWave2AttemptsMax,
+                                   " attempts:", last));
+        items_.clear();
+        if (std::string e = Submit(h, p, *seg, batch, shape_.nics); !e.empty()) return e;
+        if (items_.size() != batch.size())
+          return Live(absl::StrCat("wave 3: h", h, " submit to h", p, " refused"));
+        if (!RunToTerminal()) return Live("wave 3: " + NotTerminal());
+        if (std::string v = w.OracleAndViolations(); !v.empty()) return Safe("oracle: " + v);
+        last.clear();
+        for (Item& it : items_) {
+          if (std::string b = Judge(it); !b.empty()) return Safe(b);
+          const std::optional<TaskStatus> st = StatusOf(it);
+          if (st != TaskStatus::kCompleted)
+            absl::StrAppend(&last, " tag ", it.tag, " ",
+                            std::string(TaskStatusName(st.value_or(TaskStatus::kPending))));
+        }
+        if (last.empty()) break;
+      }
+      // The engine's own records say each local rail it holds posted (the
+      // rail of a batch index is the engine's choice; this checks it took
+      // them all). A NIC whose bring-up failed is not a rail of the engine:
+      // counted (world.rails_absent), not judged (docs/simulator.md 9.1).
+      const auto& recs = w.host(h).obs->records();
+      for (uint32_t d = 0; d < shape_.nics; ++d) {
+        const std::string prefix = absl::StrCat("sim", d, "|");
+        if (!w.host(h).engine->ContextIndexOf(absl::StrCat("sim", d)).has_value()) {
+          ++rails_absent_;
+          continue;
+        }
+        bool posted = false;
+        for (size_t i = mark; i < recs.size() && !posted; ++i)
+          posted = recs[i].kind == "post" && absl::StartsWith(recs[i].key, prefix);
+        if (!posted) return Live(absl::StrCat("wave 3: nothing posted on rail h", h, "/sim", d));
+      }
     }
     return "";
   }
@@ -455,9 +524,12 @@ class Run {
     return it;
   }
 
-  std::string Submit(uint32_t h, uint32_t peer, SegmentHandle seg, std::vector<Item> batch_items) {
+  // `capacity`: the batch's (0: the workload's, batch_max or 16).
+  std::string Submit(uint32_t h, uint32_t peer, SegmentHandle seg, std::vector<Item> batch_items,
+                     uint32_t capacity = 0) {
     TwoEngines& w = *w_;
-    auto batch = w.host(h).engine->AllocateBatch(random_ ? shape_.batch_max : 16);
+    if (capacity == 0) capacity = random_ ? shape_.batch_max : 16;
+    auto batch = w.host(h).engine->AllocateBatch(capacity);
     if (!batch.ok()) return Live(absl::StrCat("h", h, " batch: ", batch.status().ToString()));
     std::vector<Request> reqs;
     for (const Item& it : batch_items) {
@@ -601,6 +673,7 @@ class Run {
     CollectReport(*w_, plan_, o_.trace_record_max, r_);
     if (random_) r_->probes["world.remote_waits"] = r_->remote_waits;
     r_->probes["world.open_retries"] = r_->open_retries;
+    if (rails_absent_ != 0) r_->probes["world.rails_absent"] = rails_absent_;
   }
 
   uint64_t seed_;
@@ -626,6 +699,7 @@ class Run {
   std::vector<std::map<uint32_t, PeerSegment>> segs_;  // per host, by peer
   std::vector<std::vector<uint32_t>> peers_;           // per host: first-wave peers
   uint64_t round_ = 0;
+  uint64_t rails_absent_ = 0;  // wave 3: NICs whose bring-up failed (no rail of the engine)
   uint64_t next_tag_ = 1;
   std::string failure_;  // set by a round (runs inside the scheduler)
   FailureClass cls_ = FailureClass::kNone;
