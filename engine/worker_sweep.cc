@@ -79,6 +79,17 @@ void Worker::SweepTimeouts(uint64_t now) {
                tasks_.end());
 }
 
+namespace {
+
+// Whether another QP of `ep` than `q` is destroyed already.
+bool SiblingDestroyed(const Endpoint& ep, const DataQp& q) {
+  for (const DataQp& other : ep.qps())
+    if (&other != &q && other.destroyed) return true;
+  return false;
+}
+
+}  // namespace
+
 void Worker::Sweep() {
   const uint64_t now = env_->clock->NowNs();
   SweepTimeouts(now);
@@ -129,13 +140,7 @@ void Worker::Sweep() {
       if (q.destroy_failures != before[i].second) {
         FERRY_CHECK(ledger.OnDestroyResult(h, false).ok());
         NoteEvent("destroy_failed", key, q.qpn, q.destroy_failures);
-        // Partial destroy: a sibling QP of the endpoint is destroyed already.
-        for (const DataQp& other : ep->qps()) {
-          if (&other != &q && other.destroyed) {
-            ++stats_.partial_destroys;
-            break;
-          }
-        }
+        stats_.partial_destroys += SiblingDestroyed(*ep, q);  // a partial destroy
       }
       // Last resort (off by default): a QP whose destroy kept failing for
       // destroy_give_up_ns gets its whole device context closed and

@@ -203,6 +203,16 @@ std::vector<WorldFault> DrawSchedule(const WorldPlan& w, const WorldShape& shape
   return out;
 }
 
+// The stall kinds from a stream of their own (the rest of the plan is the
+// same with or without them), for the random world only; on in half the
+// seeds.
+sim::StallPlan DrawStall(uint64_t seed, const SwarmFamilies& families, const WorldShape& shape) {
+  if (!families.stall || shape.profile != WorldProfile::kRandom) return {};
+  sim::Prng stall_p(seed * 7919 + 5);
+  if (stall_p.Below(2) == 0) return {};
+  return sim::StallPlan::Draw(stall_p, shape.slice_timeout_ns);
+}
+
 }  // namespace
 
 SwarmPlan DrawSwarmPlan(uint64_t seed, const SwarmFamilies& families, WorldProfile profile) {
@@ -268,12 +278,7 @@ SwarmPlan DrawSwarmPlan(uint64_t seed, const SwarmFamilies& families, WorldProfi
     w.gid_change = gid_rate;
   }
   p.schedule = DrawSchedule(w, p.shape, schedule_p, device_p);
-  // The stall kinds from a stream of their own (the draws above are the
-  // same with or without them), for the random world only.
-  if (families.stall && p.shape.profile == WorldProfile::kRandom) {
-    sim::Prng stall_p(seed * 7919 + 5);
-    if (stall_p.Below(2) == 1) p.stall = sim::StallPlan::Draw(stall_p, p.shape.slice_timeout_ns);
-  }
+  p.stall = DrawStall(seed, families, p.shape);
   return p;
 }
 
