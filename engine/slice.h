@@ -35,6 +35,7 @@
 #include <string_view>
 
 #include "base/check.h"
+#include "hal/types.h"
 
 namespace ferry::engine {
 
@@ -113,6 +114,10 @@ class Slice {
   uint32_t retries_used = 0;   // retryable failures charged (<= slice_retries)
   uint32_t reposts_used = 0;   // attempts after the first (<= slice_attempts_max)
   uint32_t wr_generation = 0;  // generation armed for the current post
+  // What resolved the last attempt: its CQE's status, or a destroy's
+  // evidence (why a slice failed, for Pending() readers and the oracle).
+  hal::WcStatus last_status = hal::WcStatus::kSuccess;
+  bool last_by_destroy = false;
 
  private:
   // Owner transition out of POSTING or POSTED, which cannot race (TryWithdraw

@@ -94,6 +94,8 @@ void Worker::ResolveAttempt(const std::shared_ptr<TaskRoute>& route, uint32_t sl
                             hal::WcStatus st, bool evidence_by_destroy, RetireReason ep_reason) {
   Task& task = *route->task;
   Slice& sl = task.mutable_slice(slice);
+  sl.last_status = st;
+  sl.last_by_destroy = evidence_by_destroy;
   // C2: a slice that resolves after its task's deadline, before the sweep
   // judged the task (a poll phase ahead of the sweep, a step after a pause
   // or a hang), latches TIMEOUT first: such a task never ends COMPLETED.

@@ -654,6 +654,7 @@ void TwoEngines::CheckTracked(Tracked& t) {
           }
         }
       }
+      if (st == TaskStatus::kFailed) CheckFailedForCause(t);
       if (hosts_[t.host].obs != nullptr)
         hosts_[t.host].obs->RecordOracle("publish", absl::StrCat("task ", t.label),
                                          static_cast<uint64_t>(st), t.label);
@@ -670,6 +671,36 @@ void TwoEngines::CheckTracked(Tracked& t) {
                       " published twice: ", std::string(TaskStatusName(t.published)), " then ",
                       std::string(TaskStatusName(st))));
   }
+}
+
+// C2 by its cause: a task fails only when one of its slices failed for
+// good: an error docs/design.md section 4 names non-retryable (remote
+// access, local protection, invalid request, local length), its retry
+// budget (slice_retries) or attempt budget (slice_attempts_max) spent, or
+// it could not be posted (withdrawn FAILED). A flush or destroy of an
+// endpoint retired for another task's timeout costs a slice nothing.
+void TwoEngines::CheckFailedForCause(const Tracked& t) {
+  auto non_retryable = [](hal::WcStatus s) {
+    return s == hal::WcStatus::kRemAccessErr || s == hal::WcStatus::kLocProtErr ||
+           s == hal::WcStatus::kRemInvReqErr || s == hal::WcStatus::kLocLenErr;
+  };
+  std::string seen;
+  for (uint32_t i = 0; i < t.task->slice_count(); ++i) {
+    const engine::Slice& sl = t.task->slice(i);
+    const engine::SliceWord w = sl.Load();
+    if (w.outcome != engine::SliceOutcome::kFailed) continue;
+    if (w.state == engine::SliceState::kWithdrawn) return;  // could not be posted
+    if ((!sl.last_by_destroy && non_retryable(sl.last_status)) ||
+        sl.retries_used >= config_.slice_retries ||
+        sl.reposts_used + 1 >= config_.slice_attempts_max)
+      return;
+    absl::StrAppend(
+        &seen, " slice ", i, ": ",
+        sl.last_by_destroy ? "destroy evidence" : std::string(hal::WcStatusName(sl.last_status)),
+        " after ", sl.retries_used, " retries and ", sl.reposts_used, " reposts;");
+  }
+  Fail(absl::StrCat("failed_without_cause: task ", t.label,
+                    " published FAILED, but no slice failed for good:", seen));
 }
 
 void TwoEngines::CheckQuotas(uint64_t hosts) {

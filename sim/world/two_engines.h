@@ -242,6 +242,8 @@ class TwoEngines {
   // kFullSweepSteps steps; RunUntil at its end).
   void OracleSweep();
   void Fail(std::string why);
+  // At a FAILED publish: failed_without_cause unless a slice failed for good.
+  void CheckFailedForCause(const Tracked& t);
   const std::string& oracle_failure() const { return oracle_failure_; }
   const std::vector<Tracked>& tracked() const { return tracked_; }
   const Tracked* TrackedOf(uint32_t h, TaskId id) const;

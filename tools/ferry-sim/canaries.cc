@@ -41,6 +41,7 @@ constexpr Canary kCanaries[] = {
     {base::Mutation::kEngineC5NonOwnerCall, "C5 a verbs call off the owner"},
     {base::Mutation::kEngineStaleCqeAnyGeneration, "stale CQE applied to a new slice"},
     {base::Mutation::kEngineCompleteAfterDeadline, "C2 COMPLETED after the deadline passed"},
+    {base::Mutation::kEngineC2TimeoutSpills, "C2 a timeout retire fails an innocent slice"},
 };
 
 }  // namespace
