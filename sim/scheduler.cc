@@ -181,6 +181,7 @@ Scheduler::StepKind Scheduler::StepImpl(uint64_t time_max_ns) {
   if (!runnable_.empty()) {
     const size_t chosen = Pick();
     last_actor_ = chosen;
+    last_step_start_ns_ = clock_->NowNs();
     const uint64_t cost_ns = actors_[chosen]->Step();
     ++steps_;
     TraceEvent("step", chosen, cost_ns, runnable_.size());

@@ -124,6 +124,9 @@ class Scheduler {
   // Index (in AddActor order) of the actor that ran the last step; nullopt
   // before the first step and after a time jump (no actor ran).
   std::optional<size_t> last_actor() const { return last_actor_; }
+  // Virtual time at which the last step began (before its cost was
+  // charged): the time the actor itself saw during that step.
+  uint64_t last_step_start_ns() const { return last_step_start_ns_; }
 
  private:
   enum class StepKind : uint8_t { kStepped, kJumped, kIdle, kPastTimeLimit };
@@ -144,6 +147,7 @@ class Scheduler {
   uint64_t steps_ = 0;
   uint64_t jumps_ = 0;
   std::optional<size_t> last_actor_;
+  uint64_t last_step_start_ns_ = 0;
 };
 
 }  // namespace ferry::sim

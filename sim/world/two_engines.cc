@@ -632,7 +632,8 @@ void TwoEngines::CheckTracked(Tracked& t) {
     const bool fin = t.task->slice(i).Load().final();
     if (t.slice_final[i] && !fin)
       Fail(absl::StrCat("task ", t.label, " slice ", i, " left its final state"));
-    if (fin && !t.slice_final[i]) t.last_final_ns = clock_.NowNs();
+    if (fin && !t.slice_final[i])
+      t.last_final_ns = sched_.last_actor() ? sched_.last_step_start_ns() : clock_.NowNs();
     t.slice_final[i] = fin;
   }
   if (t.published == TaskStatus::kPending) {

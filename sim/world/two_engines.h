@@ -223,7 +223,9 @@ class TwoEngines {
     uint64_t publish_ns = 0;
     bool dead = false;  // its process restarted before it published
     std::vector<bool> slice_final;
-    uint64_t last_final_ns = 0;  // when the oracle last saw a slice become final
+    // When the step in which the oracle saw a slice become final began
+    // (the engine's own clock in that step; the step's cost comes after).
+    uint64_t last_final_ns = 0;
     // Fabric post count when the task latched TIMEOUT or CANCELED: a WR on
     // its buffer posted at or after it is a repost after the latch.
     std::optional<uint64_t> latch_mark;
