@@ -65,8 +65,9 @@ oracle on after every step, one seeded world and fault plan per seed.
                      trace hashes
   --families LIST    fault families a seed may draw (comma-separated, '-'
                      switches one off): rnic, resource_fail, peer_restart,
-                     paused_peer, ctrl, device, all, none, default
-                     (default: all six)
+                     paused_peer, ctrl, device, stall (random profile),
+                     all, none, default (default: all seven; a seed found
+                     before the stall family replays with all,-stall)
   --round-ns N       period of the first wave's submit rounds (default
                      1000000; part of the replay key)
   --terminal-ns N    virtual time a wave may take to become terminal
