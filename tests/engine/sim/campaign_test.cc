@@ -321,5 +321,27 @@ TEST(CampaignRegression, Wave3RailsOneAtATime) {
     EXPECT_EQ(RunRandom(seed, {}, /*stall=*/true).message, "") << "seed " << seed;
 }
 
+// OPEN, found by the campaign of 73d0896 (seed 6007714, the only failure
+// of the first 12411): `mispaired_qps: h1 qpn 17 sends from psn 1188070 to
+// h2 qpn 22, which expects psn 5960953 (connected to each other by number,
+// set up from different handshakes)`. 5 hosts, store of one endpoint,
+// control-net reorder and loss, pauses. h2 served h1's REQ of generation
+// 1, the pair went READY, then h2 evicted its endpoint (QPNs 21, 22 freed)
+// while h1's stayed READY; a delayed copy of that same REQ (generation 1)
+// then reached h2, which no longer held the key's endpoint and accepts an
+// equal generation as new (`Worker::NoteGenerationIsOlder` rejects only a
+// lower one): it built QPs that reused 21 and 22 and moved them to RTR
+// toward h1's live QPs, which still name the old 22 and 21. The fix to
+// make (docs/simulator.md 9.1): a REQ of a generation whose RTU this owner
+// already received is a delayed copy (the peer never resends a REQ after
+// its RTU), so stale. Until then this test pins the failure; when the fix
+// lands it must replay clean and fail like this under a switch.
+TEST(CampaignRegression, Seed6007714DelayedReqAfterEvictionIsOpen) {
+  const simworld::SwarmReport r = RunRandom(6007714, {}, /*stall=*/true);
+  EXPECT_EQ(r.failure, simworld::FailureClass::kSafety);
+  EXPECT_TRUE(Contains(r.message, "mispaired_qps: h1 qpn 17 sends from psn 1188070 to h2 qpn 22"))
+      << r.message;
+}
+
 }  // namespace
 }  // namespace ferry::engine::testing
