@@ -324,18 +324,20 @@ TEST(CampaignRegression, Wave3RailsOneAtATime) {
 // OPEN, found by the campaign of 73d0896 (seed 6007714, the only failure
 // of the first 12411): `mispaired_qps: h1 qpn 17 sends from psn 1188070 to
 // h2 qpn 22, which expects psn 5960953 (connected to each other by number,
-// set up from different handshakes)`. 5 hosts, store of one endpoint,
-// control-net reorder and loss, pauses. h2 served h1's REQ of generation
-// 1, the pair went READY, then h2 evicted its endpoint (QPNs 21, 22 freed)
-// while h1's stayed READY; a delayed copy of that same REQ (generation 1)
-// then reached h2, which no longer held the key's endpoint and accepts an
-// equal generation as new (`Worker::NoteGenerationIsOlder` rejects only a
-// lower one): it built QPs that reused 21 and 22 and moved them to RTR
-// toward h1's live QPs, which still name the old 22 and 21. The fix to
-// make (docs/simulator.md 9.1): a REQ of a generation whose RTU this owner
-// already received is a delayed copy (the peer never resends a REQ after
-// its RTU), so stale. Until then this test pins the failure; when the fix
-// lands it must replay clean and fail like this under a switch.
+// set up from different handshakes)`. 5 hosts, control-net reorder and
+// loss, restarts and pauses. h1's REQ of generation 2 paired with h2
+// (READY at 2.547 ms, QPNs 21 and 22 on h2); h2's process restarted at
+// 2.551 ms (its QPNs freed) and was paused for 20 ms; h1 did not learn of
+// the restart and kept its READY endpoint. At 22.35 ms h1's delayed REQ of
+// generation 1 (superseded by 2) reached h2's new process, which has no
+// memory of h1's generations, accepted it and built QPs that reused 21 and
+// 22, moving them to RTR toward h1's live QPs, which still name the old
+// 22 and 21. The new process cannot tell the REQ is stale; the fix to make
+// is in the protocol (docs/simulator.md 9.1): a REQ names the incarnation
+// of the target its sender knows, and a process ignores a REQ addressed
+// to an earlier incarnation of itself. Until then this test pins the
+// failure; when the fix lands it must replay clean and fail like this
+// under a switch.
 TEST(CampaignRegression, Seed6007714DelayedReqAfterEvictionIsOpen) {
   const simworld::SwarmReport r = RunRandom(6007714, {}, /*stall=*/true);
   EXPECT_EQ(r.failure, simworld::FailureClass::kSafety);
