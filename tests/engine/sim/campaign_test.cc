@@ -338,7 +338,7 @@ TEST(CampaignRegression, Wave3RailsOneAtATime) {
 // to an earlier incarnation of itself. Until then this test pins the
 // failure; when the fix lands it must replay clean and fail like this
 // under a switch.
-TEST(CampaignRegression, Seed6007714DelayedReqAfterEvictionIsOpen) {
+TEST(CampaignRegression, Seed6007714DelayedReqAtARestartedPeerIsOpen) {
   const simworld::SwarmReport r = RunRandom(6007714, {}, /*stall=*/true);
   EXPECT_EQ(r.failure, simworld::FailureClass::kSafety);
   EXPECT_TRUE(Contains(r.message, "mispaired_qps: h1 qpn 17 sends from psn 1188070 to h2 qpn 22"))
