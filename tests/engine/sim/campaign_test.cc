@@ -345,5 +345,26 @@ TEST(CampaignRegression, Seed6007714DelayedReqAtARestartedPeerIsOpen) {
       << r.message;
 }
 
+// OPEN, found by the campaign of 73d0896 at the end of session 9 (seeds
+// 7004057 and 7012247 of 38136), not yet analysed; pinned so a fix shows
+// here (each must then replay clean and fail like this under a switch):
+// - 7004057, liveness: wave 3 could not complete a WRITE on one rail of h5
+//   toward h0 in 4 attempts with every fault off.
+// - 7012247, safety: a REQ of generation 3 retired h0's READY endpoint
+//   paired with h1's current endpoint of generation 4 (same incarnation):
+//   an older generation should be stale (NoteGenerationIsOlder).
+TEST(CampaignRegression, Seeds7004057And7012247AreOpen) {
+  const simworld::SwarmReport a = RunRandom(7004057, {}, /*stall=*/true);
+  EXPECT_EQ(a.failure, simworld::FailureClass::kLiveness);
+  EXPECT_TRUE(Contains(a.message, "wave 3: h5 -> h0 rail index 2 not COMPLETED within 4 attempts"))
+      << a.message;
+  const simworld::SwarmReport b = RunRandom(7012247, {}, /*stall=*/true);
+  EXPECT_EQ(b.failure, simworld::FailureClass::kSafety);
+  EXPECT_TRUE(Contains(b.message,
+                       "stale_req_accepted: h0 retired its READY endpoint "
+                       "sim0|h1:1000@sim0"))
+      << b.message;
+}
+
 }  // namespace
 }  // namespace ferry::engine::testing
