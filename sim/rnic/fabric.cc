@@ -808,12 +808,17 @@ absl::StatusOr<CqTruth> Fabric::TruthOf(hal::CqHandle cq) const {
   t.present = c.count - c.dups;  // a dup_cqe copy is the device's, not a WR's
   t.capacity = c.capacity;
   t.errored = c.errored;
-  for (uint32_t qi : c.qps) {
-    const Qp& q = *qps_[qi];
-    if (q.send_cq != cq.id - 1) continue;
-    t.producible += (q.post_seq - q.done_seq) + q.pending.size();
-  }
+  t.producible = ProducibleOf(static_cast<uint32_t>(cq.id - 1));
   return t;
+}
+
+uint64_t Fabric::ProducibleOf(uint32_t ci) const {
+  uint64_t n = 0;
+  for (uint32_t qi : cqs_[ci].qps) {
+    const Qp& q = *qps_[qi];
+    if (q.send_cq == ci) n += (q.post_seq - q.done_seq) + q.pending.size();
+  }
+  return n;
 }
 
 std::vector<std::string> Fabric::LiveObjects() const {

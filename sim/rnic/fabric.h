@@ -618,6 +618,8 @@ class Fabric final : public Actor {
   void WriteCqe(uint32_t qi, const Cqe& cqe, bool flush);
   void Overrun(uint32_t ci);
   void ScrubCq(uint32_t ci, uint32_t qi);
+  // CQEs the live QPs sending to CQ ci can still produce (CqTruth::producible).
+  uint64_t ProducibleOf(uint32_t ci) const;
   void DropQpCqes(uint32_t qi);  // pending ones
   void ResetQpQueues(Qp& q);
   void ArmTimer(uint32_t qi, Qp& q);
@@ -665,6 +667,9 @@ class Fabric final : public Actor {
   bool MaybeHoldErr(uint32_t qi, Qp& q, uint32_t mask);
   void EndErrHold(uint32_t qi, Qp& q);
   // After a CQE reached the ring: maybe schedule its copy.
+  // The delay of the next stall of one kind on a QP: the scripted one
+  // (`*script_ns`, consumed), else a seeded 1..max_ns at rate r; 0: none.
+  uint64_t NextStallNs(uint64_t* script_ns, Ratio r, uint64_t max_ns);
   void MaybeDupCqe(uint32_t qi, Qp& q, const Cqe& cqe);
   void PlaceDupCqe(const Cqe& cqe);
   void OnStall(const Event& e);

@@ -42,16 +42,17 @@ void Fabric::StartHang(uint32_t qi, Qp& q, uint64_t ns) {
   Push(EvType::kStall, clock_->NowNs() + std::max<uint64_t>(ns, 1), qi, kUnhang, q.hang_token, 0);
 }
 
+uint64_t Fabric::NextStallNs(uint64_t* script_ns, Ratio r, uint64_t max_ns) {
+  if (*script_ns != 0) return std::exchange(*script_ns, 0);
+  if (!StallChance(r)) return 0;
+  return stall_prng_.Range(1, std::max<uint64_t>(1, max_ns));
+}
+
 bool Fabric::MaybeHoldErr(uint32_t qi, Qp& q, uint32_t mask) {
   if (q.hung) return false;  // a hung QP does nothing anyway
-  uint64_t ns = 0;
-  if (q.script_hold_ns != 0) {
-    ns = std::exchange(q.script_hold_ns, 0);
-  } else if (StallChance(config_.stall.err_hold)) {
-    ns = stall_prng_.Range(1, std::max<uint64_t>(1, config_.stall.err_hold_ns_max));
-  } else {
-    return false;
-  }
+  const uint64_t ns =
+      NextStallNs(&q.script_hold_ns, config_.stall.err_hold, config_.stall.err_hold_ns_max);
+  if (ns == 0) return false;
   q.hold_token = ++stall_tokens_;
   q.held_mask = mask;
   CountFault(FaultKind::kQpErrHold);
@@ -71,14 +72,9 @@ void Fabric::EndErrHold(uint32_t qi, Qp& q) {
 
 void Fabric::MaybeDupCqe(uint32_t qi, Qp& q, const Cqe& cqe) {
   if (cqe.dup) return;
-  uint64_t ns = 0;
-  if (q.script_dup_ns != 0) {
-    ns = std::exchange(q.script_dup_ns, 0);
-  } else if (StallChance(config_.stall.dup_cqe)) {
-    ns = stall_prng_.Range(1, std::max<uint64_t>(1, config_.stall.dup_cqe_ns_max));
-  } else {
-    return;
-  }
+  const uint64_t ns =
+      NextStallNs(&q.script_dup_ns, config_.stall.dup_cqe, config_.stall.dup_cqe_ns_max);
+  if (ns == 0) return;
   FERRY_CHECK_LT(dup_cqes_.size(), size_t{1} << 20);
   const uint64_t token = ++stall_tokens_;
   Cqe copy = cqe;
@@ -94,11 +90,7 @@ void Fabric::PlaceDupCqe(const Cqe& cqe) {
   if (!c.alive || c.errored) return;
   // Room beyond what the CQ's live QPs can still produce (their WRs not
   // completed and their CQEs on the way): a copy never causes an overrun.
-  uint64_t producible = 0;
-  for (uint32_t i : c.qps) {
-    const Qp& p = *qps_[i];
-    if (p.send_cq == q.send_cq) producible += (p.post_seq - p.done_seq) + p.pending.size();
-  }
+  const uint64_t producible = ProducibleOf(q.send_cq);
   // Mutation: the copy takes any free entry (a later real CQE overruns).
   const bool any_entry = config_.mutations.on(base::Mutation::kSimDupCqeNoRoom);
   if (any_entry ? c.count == c.capacity : c.count + producible >= c.capacity) return;

@@ -55,6 +55,15 @@ struct Ev {
   std::optional<uint64_t> task_label;  // for publish / cancel records
 };
 
+// Returns early with the oracle's verdict (or the per-step failure) first:
+// a broken contract shows as its own message, not a later symptom.
+// (For a scenario function returning std::string.)
+#define FERRY_SCENARIO_CHECK(sc)                                \
+  do {                                                          \
+    if (std::string o_ = (sc).Oracle(); !o_.empty()) return o_; \
+    if (!(sc).failure().empty()) return (sc).failure();         \
+  } while (0)
+
 class Scenario {
  public:
   explicit Scenario(ScenarioSpec spec) : spec_(std::move(spec)) {

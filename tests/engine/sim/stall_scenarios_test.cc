@@ -40,12 +40,6 @@ ScenarioSpec Spec(uint64_t seed, RnicProfile p, const base::Mutations& m) {
   return s;
 }
 
-#define FERRY_SCENARIO_CHECK(sc)                                \
-  do {                                                          \
-    if (std::string o_ = (sc).Oracle(); !o_.empty()) return o_; \
-    if (!(sc).failure().empty()) return (sc).failure();         \
-  } while (0)
-
 // ---------------------------------------------------------------- hold
 // Every packet is dropped, so the WRITE's WRs stay outstanding; at the
 // deadline the retire moves the QPs to ERR, and the RNIC holds that move

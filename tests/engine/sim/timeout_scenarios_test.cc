@@ -40,14 +40,6 @@ ScenarioSpec Spec(uint64_t seed, RnicProfile p, const base::Mutations& m) {
   return s;
 }
 
-// Returns early with the oracle's verdict (or the per-step failure) first:
-// a broken contract shows as its own message, not a later symptom.
-#define FERRY_SCENARIO_CHECK(sc)                                \
-  do {                                                          \
-    if (std::string o_ = (sc).Oracle(); !o_.empty()) return o_; \
-    if (!(sc).failure().empty()) return (sc).failure();         \
-  } while (0)
-
 // ---------------------------------------------------------------- 1
 // The flush is the evidence. Every packet of h0's QPs is dropped, so the
 // WRITE's WRs stay outstanding (the RNIC would retry for ~0.5 s). At the
