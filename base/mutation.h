@@ -56,6 +56,10 @@ enum class Mutation : uint32_t {
   kSimUnhangWithoutFlush,    // sim: a hung QP moved to ERR does not flush when it recovers
   kEngineCompleteAfterDeadline,  // engine: a slice resolved after the deadline ends COMPLETED
   kEngineRefetchAnyVersion,      // engine: a refetch answer is applied whatever its version
+  kEngineC6AcceptOtherTarget,    // engine: a REQ naming an earlier incarnation of us is accepted,
+                                 // and slices bound to one peer incarnation post on another's QPs
+  kEnginePortStateAtReenable,    // engine: a resuming owner takes the port state queried at the
+                                 // re-enable, undoing a PORT_ACTIVE it has seen since
   kCount,
 };
 
@@ -153,6 +157,10 @@ inline std::string_view MutationName(Mutation m) {
       return "engine_complete_after_deadline";
     case Mutation::kEngineRefetchAnyVersion:
       return "engine_refetch_any_version";
+    case Mutation::kEngineC6AcceptOtherTarget:
+      return "engine_c6_accept_other_target";
+    case Mutation::kEnginePortStateAtReenable:
+      return "engine_port_state_at_reenable";
     case Mutation::kCount:
       break;
   }

@@ -98,6 +98,12 @@ absl::Status Context::Enable() {
   return Annotate(s, device_, reached_);
 }
 
+bool Context::PortActiveNow() const {
+  absl::StatusOr<hal::PortAttr> port = verbs_->QueryPort(ctx_.get(), port_num_);
+  if (!port.ok()) return port_active_at_enable_;
+  return port->state == hal::PortState::kActive || port->state == hal::PortState::kActiveDefer;
+}
+
 absl::Status Context::EnableStages() {
   reached_ = Stage::kOpenDevice;
   {

@@ -110,6 +110,9 @@ class Context {
   // after a re-enable the port events of the closed device are gone, so
   // an owner takes the rail's up/down state from here.
   bool port_active_at_enable() const { return port_active_at_enable_; }
+  // The port's state now (ibv_query_port on the open device); the state at
+  // enable when the query fails. Any thread (a query touches no QP or CQ).
+  bool PortActiveNow() const;
   uint8_t port_num() const { return port_num_; }
   int gid_index() const { return gid_index_; }
   // Why gid_index() was used (configured, or which automatic rule).

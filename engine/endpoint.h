@@ -153,9 +153,10 @@ class Endpoint {
   hal::CqHandle cq() const { return params_.cq; }
 
   // Handshake bookkeeping (owner worker only).
-  bool active = false;             // we sent the REQ
-  std::vector<uint8_t> req_bytes;  // the REQ, resent unchanged
-  std::vector<uint8_t> rep_bytes;  // the REP we sent (duplicate REQ -> same)
+  bool active = false;              // we sent the REQ
+  uint64_t target_incarnation = 0;  // active: the peer incarnation the REQ names (0 = unknown)
+  std::vector<uint8_t> req_bytes;   // the REQ, resent unchanged
+  std::vector<uint8_t> rep_bytes;   // the REP we sent (duplicate REQ -> same)
   uint64_t next_resend_ns = 0;
   uint32_t resends = 0;
   uint64_t handshake_deadline_ns = 0;

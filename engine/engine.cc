@@ -533,6 +533,7 @@ std::shared_ptr<engine::TaskRoute> EngineImpl::RouteOf(const Request& r, uint32_
   route->remote_addr = r.remote_addr;
   route->segment = r.segment.id;
   route->segment_version = seg.version;
+  route->peer_incarnation = seg.incarnation;
   // Rail: spread tasks over local contexts and the peer's devices.
   route->context = index % static_cast<uint32_t>(contexts_.size());
   const size_t pdev = seg.devices.empty() ? 0 : index % seg.devices.size();

@@ -147,8 +147,9 @@ absl::Status ValidateHandshake(const HandshakeMessage& m) {
     return absl::InvalidArgumentError(
         absl::StrFormat("handshake: %s with generation 0", HandshakeTypeName(m.type)));
   if (m.type == HandshakeType::kReq) {
-    if (m.echo_incarnation != 0 || m.echo_generation != 0)
-      return absl::InvalidArgumentError("handshake: REQ with a non-zero echo");
+    // echo_incarnation names the target (0 = unknown): any value is valid.
+    if (m.echo_generation != 0)
+      return absl::InvalidArgumentError("handshake: REQ with a non-zero echo_generation");
   } else if (m.echo_incarnation == 0 || m.echo_generation == 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "handshake: %s without the echo of what it answers", HandshakeTypeName(m.type)));

@@ -11,9 +11,14 @@
 //   u64  incarnation      sender's process incarnation, != 0
 //   u64  generation       sender's endpoint generation for this key
 //                         (!= 0 for REQ, REP, RTU)
-//   u64  echo_incarnation the incarnation of the message answered
+//   u64  echo_incarnation the incarnation of the message answered; in a
+//                         REQ, the incarnation of the target as its
+//                         sender knows it (from the segment descriptor;
+//                         0 = unknown): a process drops a REQ naming an
+//                         earlier incarnation of itself (C6)
 //   u64  echo_generation  the generation of the message answered
-//                         (both 0 in a REQ, both != 0 otherwise)
+//                         (0 in a REQ, != 0 otherwise; echo_incarnation
+//                         != 0 in every answer)
 //   str  src_nic_path     sender's "host:port@nic" (1..kNicPathBytesMax)
 //   str  dst_nic          receiver's NIC name (1..kNicNameBytesMax)
 //   u8   qp_count         REQ/REP: 1..kHandshakeQpsMax; others: 0

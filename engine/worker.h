@@ -116,6 +116,8 @@ struct TaskRoute {
   uint64_t region = 0;           // local MR table id (lkey refreshed after a re-enable)
   uint64_t segment = 0;          // SegmentHandle id the rkey came from
   uint64_t segment_version = 0;  // that segment descriptor's version
+  uint64_t peer_incarnation =
+      0;  // that descriptor's peer incarnation (its rkeys are that process's)
   // ---- owner only: one entry per WR posted for this task (the timeout
   // sweep checks each against its QP's FIFO before retiring, C3).
   struct PostedWr {
@@ -267,6 +269,14 @@ class Worker {
   // failed modify the endpoint retires and false is returned.
   bool ToRtsAndReady(Endpoint* ep, const Key& key, uint64_t peer_generation);
   void OnStaleOrError(const HandshakeMessage& m, const std::string& from);
+  // Withdraws FAILED every queued slice of `key` whose rkeys belong to peer
+  // incarnation `incarnation` (a REQ naming it was refused: the peer has
+  // restarted), and reports each for a descriptor refetch.
+  void FailBoundTo(const Key& key, uint64_t incarnation);
+  void FailOtherIncarnation(const Pending& p);
+  // True when `route`'s rkeys belong to another incarnation of the peer
+  // than the one `ep` paired with (C6: never posted on it).
+  bool BoundElsewhere(const Endpoint& ep, const TaskRoute& route) const;
   void OnAsync(const hal::AsyncEvent& e);
 
   absl::StatusOr<Endpoint*> NewEndpoint(const Key& key);

@@ -157,6 +157,7 @@ void Worker::SendReq(Endpoint* ep) {
   req.type = HandshakeType::kReq;
   req.incarnation = env_->incarnation;
   req.generation = ep->generation();
+  req.echo_incarnation = ep->target_incarnation;
   req.src_nic_path = env_->net->LocalAddress() + "@" + NicName(ep->context());
   req.dst_nic = NicOf(ep->peer_path());
   AddLocalQps(ep, &req);
@@ -298,6 +299,19 @@ bool Worker::ReqGated(const HandshakeMessage& m, const std::string& from, const 
     // can be built on it now (its CQs and their ledgers are being
     // replaced). The peer resends its REQ until the handshake timeout.
     NoteEvent("req_parked", key, m.incarnation, m.generation);
+    return true;
+  }
+  // C6: a REQ that names an earlier incarnation of this process as its
+  // target was sent to a process that has exited since (a delayed REQ
+  // reaching its restarted successor, seed 6007714): its sender pairs it
+  // with that process's QPNs and rkeys, which mean nothing here (QPNs are
+  // reused). Refused before anything is recorded; the sender fails the
+  // slices bound to that incarnation instead of waiting for its timeout.
+  if (m.echo_incarnation != 0 && m.echo_incarnation != env_->incarnation &&
+      !Mut(base::Mutation::kEngineC6AcceptOtherTarget)) {
+    ++stats_.req_other_target;
+    NoteEvent("req_other_target", key, m.incarnation, m.generation);
+    SendReply(from, m, HandshakeType::kError, kTargetRestarted);
     return true;
   }
   // C6: a REQ from an incarnation this key already replaced is a delayed
@@ -442,7 +456,38 @@ void Worker::OnStaleOrError(const HandshakeMessage& m, const std::string& from) 
       ep->generation() != m.echo_generation || m.echo_incarnation != env_->incarnation ||
       ep->peer().has_value())
     return;
+  // The peer is another process than the one our REQ named: the slices
+  // bound to that incarnation's rkeys can never be posted (C6).
+  if (m.type == HandshakeType::kError && m.error_message == kTargetRestarted)
+    FailBoundTo(key, ep->target_incarnation);
   Retire(ep, RetireReason::kHandshakeFailed);
+}
+
+void Worker::FailBoundTo(const Key& key, uint64_t incarnation) {
+  auto it = pending_.find(key);
+  if (it == pending_.end() || incarnation == 0) return;
+  std::deque<Pending>& dq = it->second;
+  // Bounded by the queue's length; the order of the rest is kept.
+  std::deque<Pending> keep;
+  for (Pending& p : dq) {
+    if (p.route->peer_incarnation == incarnation) {
+      FailOtherIncarnation(p);
+    } else {
+      keep.push_back(std::move(p));
+    }
+  }
+  dq.swap(keep);
+}
+
+void Worker::FailOtherIncarnation(const Pending& p) {
+  ++stats_.other_incarnation_fails;
+  // Withdrawn FAILED: no WR exists for it (C1), the cause is that no
+  // endpoint to the process its rkeys belong to can be made (C2). The
+  // descriptor is refetched (the answer names the new incarnation; the
+  // user must open the segment again).
+  if (p.route->task->TryWithdrawSlice(p.slice, SliceOutcome::kFailed).moved &&
+      env_->remote_access_error)
+    env_->remote_access_error(id_, p.route->segment, p.route->segment_version);
 }
 
 }  // namespace ferry::engine

@@ -24,6 +24,8 @@ constexpr uint32_t kPostsPerStepMax = 1024;
 constexpr size_t kReplacedPerKeyMax = 8;
 constexpr size_t kReplacedKeysMax = 4096;
 constexpr uint64_t kParkedRecheckNs = 100'000;
+// The ERROR answer to a REQ that named an earlier incarnation of its target.
+constexpr std::string_view kTargetRestarted = "target_restarted";
 
 inline std::string AddressOf(std::string_view peer_path) {
   return std::string(peer_path.substr(0, peer_path.find('@')));

@@ -48,6 +48,14 @@ void Worker::PostAll() {
       continue;
     }
     if (ep->state() != EndpointState::kReady || RailPaused(key.first)) continue;
+    if (BoundElsewhere(*ep, *dq.front().route)) {
+      // The peer has restarted since this endpoint paired, or the slice's
+      // descriptor is older than the endpoint: a fresh endpoint names the
+      // front slice's process (an earlier one refuses it: FailBoundTo).
+      ++stats_.other_incarnation_retires;
+      Retire(ep, RetireReason::kSuperseded);
+      continue;
+    }
     if (!rails_[key.first].resume_counted) {
       rails_[key.first].resume_counted = true;
       ++stats_.rail_resumes;
@@ -60,6 +68,12 @@ void Worker::PostAll() {
     while (!dq.empty() && budget > 0 && PostRound(key, ep, ledger, dq, &budget)) {
     }
   }
+}
+
+bool Worker::BoundElsewhere(const Endpoint& ep, const TaskRoute& route) const {
+  return route.peer_incarnation != 0 && ep.peer().has_value() &&
+         ep.peer()->incarnation != route.peer_incarnation &&
+         !Mut(base::Mutation::kEngineC6AcceptOtherTarget);
 }
 
 void Worker::DropLatched(std::deque<Pending>& dq) {
@@ -86,6 +100,8 @@ void Worker::OpenFor(const Key& key, std::deque<Pending>& dq) {
   if (RailPaused(key.first) || !StoreHasRoom(key.first)) return;
   auto made = NewEndpoint(key);
   if (!made.ok()) return;  // retried next step; the task timeout bounds it
+  // The REQ names the peer process the front slice's rkeys belong to.
+  (*made)->target_incarnation = dq.front().route->peer_incarnation;
   SendReq(*made);
   NoteEvent("req_sent", key, (*made)->generation(), 0);
 }
@@ -131,6 +147,9 @@ uint32_t Worker::TakeChain(Endpoint* ep, int64_t quota_free, uint32_t budget,
       }
     }
     if (qi == nqp) break;  // every QP is full
+    // Its rkeys are another process's than the one this endpoint reaches
+    // (C6): the chain stops before it; PostAll retires the endpoint.
+    if (BoundElsewhere(*ep, *dq.front().route)) break;
     Pending p = std::move(dq.front());
     dq.pop_front();
     Task& task = *p.route->task;

@@ -188,11 +188,15 @@ void Worker::ResumeContext(uint32_t ci) {
   FERRY_CHECK(r.parked && c->epoch() != r.park_epoch);
   // Re-enabled: the closed device's port events died with it (a link that
   // went down before the fatal event and came up during the re-open sends
-  // no PORT_ACTIVE to the new context), so the rail's port state is the
-  // one queried at the re-enable (random-world seed 100857: rail sim0 of
-  // h0 stayed "port down" forever and its slices timed out).
+  // no PORT_ACTIVE to the new context), so the rail's port state is
+  // queried (random-world seed 100857: rail sim0 of h0 stayed "port down"
+  // forever and its slices timed out). Queried now, at this owner's
+  // resume, not taken from the re-enable: an owner that resumes later may
+  // already have seen the new device's PORT_ACTIVE, and the state at the
+  // re-enable would undo it (seed 7004057: h5's rail sim2 stayed down).
   if (!Mut(base::Mutation::kEngineKeepPortDownAfterReenable))
-    r.port_down = !c->port_active_at_enable();
+    r.port_down = Mut(base::Mutation::kEnginePortStateAtReenable) ? !c->port_active_at_enable()
+                                                                  : !c->PortActiveNow();
   // Every QP this owner held on the context died with the
   // device (evidence); its WRs resolve as innocent flushes; the ledgers
   // of the old CQs are dropped and new ones made for the new CQs.

@@ -24,7 +24,7 @@ namespace {
 
 // Lifecycle record kinds of engine/worker.cc (SimObserver records), listed
 // so a report shows the probes a sweep never reached as 0.
-constexpr std::array<std::string_view, 39> kLifecycleProbes = {
+constexpr std::array<std::string_view, 40> kLifecycleProbes = {
     "cq_err",          "cq_recreated", "cqe_error",    "ctx_reenabled",   "ctx_resumed",
     "destroy_failed",  "device_fatal", "dup_req",      "ep_create",       "ep_destroyed",
     "ep_evict",        "ep_ready",     "ep_retire",    "error_req",       "gid_change",
@@ -32,20 +32,22 @@ constexpr std::array<std::string_view, 39> kLifecycleProbes = {
     "rep_dropped",     "rep_recv",     "rep_sent",     "repost",          "req_recv",
     "req_sent",        "retry",        "rtu_dropped",  "rtu_recv",        "rtu_sent",
     "stale_entry",     "stale_recv",   "stale_req",    "timeout",         "timeout_retire",
-    "zombie_escalate", "req_parked",   "rep_mismatch", "refetch_applied",
+    "zombie_escalate", "req_parked",   "rep_mismatch", "refetch_applied", "req_other_target",
 };
 
-constexpr std::array<std::string_view, 19> kCounterProbes = {
+constexpr std::array<std::string_view, 21> kCounterProbes = {
     "w.stale_cqes",
     "w.zombie_escalations",
     "w.cq_recreated",
     "w.evictions",
     "w.timeout_retires",
     "w.stale_sweep_entries",
-    "w.rail_resumes",        // a paused rail carried traffic again (cooldown left)
-    "w.simultaneous_opens",  // both sides sent a REQ; one endpoint came of both
-    "w.partial_destroys",    // one QP of an endpoint destroyed, a sibling's destroy failed
-    "w.busy_passed_over",    // eviction took an idle endpoint over a busy one
+    "w.rail_resumes",               // a paused rail carried traffic again (cooldown left)
+    "w.simultaneous_opens",         // both sides sent a REQ; one endpoint came of both
+    "w.partial_destroys",           // one QP of an endpoint destroyed, a sibling's destroy failed
+    "w.busy_passed_over",           // eviction took an idle endpoint over a busy one
+    "w.other_incarnation_fails",    // slices failed unposted: their peer process restarted
+    "w.other_incarnation_retires",  // a READY endpoint retired for a slice of another incarnation
     "rnic.retransmits",
     "rnic.packets_dropped",
     "rnic.qpns_reused",  // a QP created with the number of a destroyed one
@@ -338,6 +340,8 @@ void CollectReport(TwoEngines& w, const SwarmPlan& plan, size_t trace_record_max
     r.probes["w.simultaneous_opens"] += s.simultaneous_opens;
     r.probes["w.partial_destroys"] += s.partial_destroys;
     r.probes["w.busy_passed_over"] += s.busy_passed_over;
+    r.probes["w.other_incarnation_fails"] += s.other_incarnation_fails;
+    r.probes["w.other_incarnation_retires"] += s.other_incarnation_retires;
   }
   r.probes["rnic.retransmits"] += fs.retransmits;
   r.probes["rnic.packets_dropped"] += fs.packets_dropped;

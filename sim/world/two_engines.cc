@@ -438,6 +438,10 @@ void TwoEngines::OnEngineEvent(uint32_t h, const LifecycleRecord& r, const engin
     CheckStaleAccept(h, r);
     return;
   }
+  // Any other record of the REQ's worker ends its handling: a later
+  // retire in the same step is another cause's (seed 7012247: a GID
+  // change re-handshakes right after a stale REQ was answered).
+  if (last_req_[h].set && last_req_[h].worker == r.worker) last_req_[h].set = false;
   if (r.kind == "refetch_start" || r.kind == "refetch_applied") {
     // A refetch answer with a lower or equal version changes nothing: an
     // applied descriptor is newer than every version the segment had.
@@ -482,7 +486,9 @@ void TwoEngines::OnEngineEvent(uint32_t h, const LifecycleRecord& r, const engin
 // sides: what the key's endpoint here recorded of its peer, and the
 // generation of the peer's current endpoint for the reverse key (its owner
 // there) with the peer's live incarnation; an "ep_retire" of that key with
-// reason superseded in the same engine step is the accept's doing.
+// reason superseded as the worker's very next record is the accept's doing
+// (OnReq retires before it records anything else; any other record of
+// that worker in between ends the REQ's handling).
 void TwoEngines::CheckStaleAccept(uint32_t h, const LifecycleRecord& r) {
   PendingReq& pr = last_req_[h];
   // Keys are "<local device>|h<p>:1000@<peer device>".

@@ -170,8 +170,11 @@ TEST(HandshakeDecode, RejectsZeroIdentity) {
 
 TEST(HandshakeDecode, RejectsEchoRules) {
   std::vector<uint8_t> b = Enc(Req());
-  b[kOffIncarnation + 16] = 1;  // REQ with an echo
-  ExpectRejected(b, absl::StatusCode::kInvalidArgument, "non-zero echo");
+  b[kOffIncarnation + 16] = 1;  // a REQ names its target's incarnation: valid
+  ASSERT_TRUE(DecodeHandshake(b).ok());
+  EXPECT_EQ(DecodeHandshake(b)->echo_incarnation, 1u);
+  b[kOffIncarnation + 24] = 1;  // REQ with an echoed generation
+  ExpectRejected(b, absl::StatusCode::kInvalidArgument, "non-zero echo_generation");
   b = Enc(Rep());
   for (int i = 0; i < 8; ++i) b[kOffIncarnation + 24 + i] = 0;  // REP without echo gen
   ExpectRejected(b, absl::StatusCode::kInvalidArgument, "without the echo");

@@ -47,6 +47,8 @@ HandshakeMessage GenValidMessage() {
   if (m.type != HandshakeType::kReq) {
     m.echo_incarnation = *NonZero64();
     m.echo_generation = *NonZero64();
+  } else {
+    m.echo_incarnation = *rc::gen::arbitrary<uint64_t>();  // the target as known (0 = unknown)
   }
   m.src_nic_path = *GenString(0x21, 0x7e, 1, kNicPathBytesMax);
   m.dst_nic = *GenString(0x21, 0x7e, 1, kNicNameBytesMax);
