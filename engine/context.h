@@ -111,7 +111,8 @@ class Context {
   // an owner takes the rail's up/down state from here.
   bool port_active_at_enable() const { return port_active_at_enable_; }
   // The port's state now (ibv_query_port on the open device); the state at
-  // enable when the query fails. Any thread (a query touches no QP or CQ).
+  // enable when the query fails. Owner threads only, when no Reenable can
+  // run (it reads the device handle, as handle() does).
   bool PortActiveNow() const;
   uint8_t port_num() const { return port_num_; }
   int gid_index() const { return gid_index_; }

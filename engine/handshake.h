@@ -14,8 +14,13 @@
 //   u64  echo_incarnation the incarnation of the message answered; in a
 //                         REQ, the incarnation of the target as its
 //                         sender knows it (from the segment descriptor;
-//                         0 = unknown): a process drops a REQ naming an
-//                         earlier incarnation of itself (C6)
+//                         0 = unknown): a process refuses a REQ naming
+//                         another incarnation than its own with ERROR
+//                         target_restarted (C6). Before this rule a REQ
+//                         had to carry 0 there, and a decoder of that
+//                         time rejects the new REQs ("non-zero echo"):
+//                         the two do not interoperate (no release had
+//                         shipped; the version stayed 1)
 //   u64  echo_generation  the generation of the message answered
 //                         (0 in a REQ, != 0 otherwise; echo_incarnation
 //                         != 0 in every answer)

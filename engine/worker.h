@@ -274,6 +274,9 @@ class Worker {
   // restarted), and reports each for a descriptor refetch.
   void FailBoundTo(const Key& key, uint64_t incarnation);
   void FailOtherIncarnation(const Pending& p);
+  // Fails the queue's front slices bound to an incarnation of the peer
+  // that refused a REQ as not its own (exited_).
+  void DropExitedFront(const Key& key, std::deque<Pending>& dq);
   // True when `route`'s rkeys belong to another incarnation of the peer
   // than the one `ep` paired with (C6: never posted on it).
   bool BoundElsewhere(const Endpoint& ep, const TaskRoute& route) const;
@@ -368,6 +371,11 @@ class Worker {
   // (bounded: kReplacedPerKeyMax per key, kReplacedKeysMax keys, FIFO).
   std::map<Key, std::deque<uint64_t>> replaced_;
   std::deque<Key> replaced_order_;
+  // Per key, incarnations of the peer a REQ named and the process at that
+  // address refused as not its own (target_restarted): slices bound to
+  // them fail unposted (same bounds, FIFO).
+  std::map<Key, std::deque<uint64_t>> exited_;
+  std::deque<Key> exited_order_;
   // Per key, the highest generation seen in a REQ or REP of the peer's
   // latest incarnation (bounded: kReplacedKeysMax keys, FIFO). A peer's
   // generations rise per key and it has one live endpoint per key, so a

@@ -201,19 +201,29 @@ void Worker::Accept(Endpoint* ep, const HandshakeMessage& req, const std::string
   SendRep(ep, req, from);
 }
 
-void Worker::RememberReplaced(const Key& key, uint64_t incarnation) {
-  auto [it, fresh] = replaced_.try_emplace(key);
+namespace {
+// Adds `incarnation` to key's list in `lists` (bounded: kReplacedPerKeyMax
+// per key, kReplacedKeysMax keys, oldest key dropped first).
+template <typename K>
+void RememberIn(std::map<K, std::deque<uint64_t>>& lists, std::deque<K>& order, const K& key,
+                uint64_t incarnation) {
+  auto [it, fresh] = lists.try_emplace(key);
   if (fresh) {
-    replaced_order_.push_back(key);
-    if (replaced_order_.size() > kReplacedKeysMax) {
-      replaced_.erase(replaced_order_.front());
-      replaced_order_.pop_front();
+    order.push_back(key);
+    if (order.size() > kReplacedKeysMax) {
+      lists.erase(order.front());
+      order.pop_front();
     }
   }
-  auto& list = replaced_[key];
+  auto& list = lists[key];
   if (std::find(list.begin(), list.end(), incarnation) != list.end()) return;
   list.push_back(incarnation);
   if (list.size() > kReplacedPerKeyMax) list.pop_front();
+}
+}  // namespace
+
+void Worker::RememberReplaced(const Key& key, uint64_t incarnation) {
+  RememberIn(replaced_, replaced_order_, key, incarnation);
 }
 
 bool Worker::NoteGenerationIsOlder(const Key& key, uint64_t incarnation, uint64_t generation) {
@@ -301,8 +311,9 @@ bool Worker::ReqGated(const HandshakeMessage& m, const std::string& from, const 
     NoteEvent("req_parked", key, m.incarnation, m.generation);
     return true;
   }
-  // C6: a REQ that names an earlier incarnation of this process as its
-  // target was sent to a process that has exited since (a delayed REQ
+  // C6: a REQ that names another incarnation than this process's as its
+  // target (an earlier one: incarnations are unordered random numbers, so
+  // any other) was sent to a process that has exited since (a delayed REQ
   // reaching its restarted successor, seed 6007714): its sender pairs it
   // with that process's QPNs and rkeys, which mean nothing here (QPNs are
   // reused). Refused before anything is recorded; the sender fails the
@@ -450,16 +461,21 @@ void Worker::OnStaleOrError(const HandshakeMessage& m, const std::string& from) 
   const Key key{*ctx, m.src_nic_path};
   NoteEvent("stale_recv", key, static_cast<uint64_t>(m.type), m.echo_generation);
   Endpoint* ep = Peek(key);
-  // Only an answer to our own REQ of this very endpoint counts: the
-  // handshake failed; the next post makes a fresh endpoint.
-  if (ep == nullptr || ep->state() != EndpointState::kConnecting ||
-      ep->generation() != m.echo_generation || m.echo_incarnation != env_->incarnation ||
-      ep->peer().has_value())
+  // Only an answer to our own REQ of this very endpoint counts.
+  if (ep == nullptr || ep->generation() != m.echo_generation ||
+      m.echo_incarnation != env_->incarnation)
     return;
-  // The peer is another process than the one our REQ named: the slices
-  // bound to that incarnation's rkeys can never be posted (C6).
-  if (m.type == HandshakeType::kError && m.error_message == kTargetRestarted)
+  // The process at that address is not the one our REQ named: the slices
+  // bound to that incarnation's rkeys can never be posted (C6). Whatever
+  // our endpoint's state: a simultaneous open may have paired it with the
+  // new process meanwhile.
+  if (m.type == HandshakeType::kError && m.error_message == kTargetRestarted &&
+      ep->target_incarnation != 0) {
+    RememberIn(exited_, exited_order_, key, ep->target_incarnation);
     FailBoundTo(key, ep->target_incarnation);
+  }
+  // The handshake failed; the next post makes a fresh endpoint.
+  if (ep->state() != EndpointState::kConnecting || ep->peer().has_value()) return;
   Retire(ep, RetireReason::kHandshakeFailed);
 }
 
@@ -480,14 +496,27 @@ void Worker::FailBoundTo(const Key& key, uint64_t incarnation) {
 }
 
 void Worker::FailOtherIncarnation(const Pending& p) {
-  ++stats_.other_incarnation_fails;
   // Withdrawn FAILED: no WR exists for it (C1), the cause is that no
   // endpoint to the process its rkeys belong to can be made (C2). The
   // descriptor is refetched (the answer names the new incarnation; the
   // user must open the segment again).
-  if (p.route->task->TryWithdrawSlice(p.slice, SliceOutcome::kFailed).moved &&
-      env_->remote_access_error)
+  if (!p.route->task->TryWithdrawSlice(p.slice, SliceOutcome::kFailed).moved) return;
+  ++stats_.other_incarnation_fails;
+  if (env_->remote_access_error)
     env_->remote_access_error(id_, p.route->segment, p.route->segment_version);
+}
+
+void Worker::DropExitedFront(const Key& key, std::deque<Pending>& dq) {
+  if (exited_.empty()) return;
+  auto it = exited_.find(key);
+  if (it == exited_.end()) return;
+  const std::deque<uint64_t>& gone = it->second;
+  // Bounded by the queue's length.
+  while (!dq.empty() &&
+         std::find(gone.begin(), gone.end(), dq.front().route->peer_incarnation) != gone.end()) {
+    FailOtherIncarnation(dq.front());
+    dq.pop_front();
+  }
 }
 
 }  // namespace ferry::engine

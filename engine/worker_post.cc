@@ -41,6 +41,7 @@ void Worker::PostAll() {
   for (auto& [key, dq] : pending_) {
     if (dq.empty()) continue;
     DropLatched(dq);
+    DropExitedFront(key, dq);
     if (dq.empty()) continue;
     Endpoint* ep = Hit(key);
     if (ep == nullptr) {
@@ -50,10 +51,16 @@ void Worker::PostAll() {
     if (ep->state() != EndpointState::kReady || RailPaused(key.first)) continue;
     if (BoundElsewhere(*ep, *dq.front().route)) {
       // The peer has restarted since this endpoint paired, or the slice's
-      // descriptor is older than the endpoint: a fresh endpoint names the
-      // front slice's process (an earlier one refuses it: FailBoundTo).
-      ++stats_.other_incarnation_retires;
-      Retire(ep, RetireReason::kSuperseded);
+      // descriptor is older than the endpoint; which one is live only the
+      // peer can say. Once the endpoint is idle (TakeChain posts nothing
+      // past such a slice) it retires and a fresh one names the front
+      // slice's process: a refusal fails the slices bound to it
+      // (FailBoundTo, then DropExitedFront for later ones). Retiring it
+      // busy would flush the live slices and repeat (a review finding).
+      if (ep->Outstanding() == 0) {
+        ++stats_.other_incarnation_retires;
+        Retire(ep, RetireReason::kSuperseded);
+      }
       continue;
     }
     if (!rails_[key.first].resume_counted) {
