@@ -155,7 +155,8 @@ uint32_t Worker::TakeChain(Endpoint* ep, int64_t quota_free, uint32_t budget,
     }
     if (qi == nqp) break;  // every QP is full
     // Its rkeys are another process's than the one this endpoint reaches
-    // (C6): the chain stops before it; PostAll retires the endpoint.
+    // (C6): the chain stops before it; PostAll retires the endpoint once
+    // it is idle.
     if (BoundElsewhere(*ep, *dq.front().route)) break;
     Pending p = std::move(dq.front());
     dq.pop_front();

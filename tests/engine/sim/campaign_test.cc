@@ -42,24 +42,27 @@ bool Contains(const std::string& s, const std::string& part) {
 }
 
 // A named regression's first half: the seed replays clean and still takes
-// the path it was found on (`probe` hit at least `probe_min` times).
-void ExpectCleanThrough(uint64_t seed, const std::string& probe, uint64_t probe_min) {
-  const simworld::SwarmReport clean = RunRandom(seed);
+// the path it was found on (`probe` hit at least `probe_min` times). The
+// clean run's report is returned for further checks.
+simworld::SwarmReport ExpectCleanThrough(uint64_t seed, const std::string& probe,
+                                         uint64_t probe_min, bool stall = false) {
+  simworld::SwarmReport clean = RunRandom(seed, {}, stall);
   EXPECT_EQ(clean.message, "") << "seed " << seed << "\n" << clean.plan_text;
   EXPECT_GE(clean.probes.at(probe), probe_min) << "seed " << seed << " no longer hits " << probe;
+  return clean;
 }
 
-// A named regression's second half: with switch `sw` (the cause brought
+// A named regression's second half: with switches `sw` (the cause brought
 // back) the seed fails again with class `cls` and a message containing
 // `found`. Nothing runs when mutations are not compiled in.
-void ExpectFoundUnder(uint64_t seed, base::Mutation sw, simworld::FailureClass cls,
-                      const std::string& found) {
+void ExpectFoundUnder(uint64_t seed, std::initializer_list<base::Mutation> sw,
+                      simworld::FailureClass cls, const std::string& found, bool stall = false) {
 #if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
-  const simworld::SwarmReport r = RunRandom(seed, {sw});
+  const simworld::SwarmReport r = RunRandom(seed, sw, stall);
   EXPECT_EQ(r.failure, cls) << "seed " << seed;
   EXPECT_TRUE(Contains(r.message, found)) << "seed " << seed << ": " << r.message;
 #else
-  (void)seed, (void)sw, (void)cls, (void)found;
+  (void)seed, (void)sw, (void)cls, (void)found, (void)stall;
 #endif
 }
 
@@ -144,7 +147,7 @@ TEST(CampaignOracle, Seed85StaleReqRetiringAReadyEndpointIsNamed) {
 TEST(CampaignOracle, Seed4FailedSlicePublishingEarlyIsNamed) {
   const simworld::SwarmReport clean = RunRandom(4);
   EXPECT_EQ(clean.message, "") << clean.plan_text;
-  ExpectFoundUnder(4, base::Mutation::kEngineFailPublishesEarly, simworld::FailureClass::kSafety,
+  ExpectFoundUnder(4, {base::Mutation::kEngineFailPublishesEarly}, simworld::FailureClass::kSafety,
                    "published_without_evidence: task 185 published FAILED");
 }
 
@@ -152,7 +155,8 @@ TEST(CampaignOracle, Seed4FailedSlicePublishingEarlyIsNamed) {
 // checks at each timeout the engine reports, on the engine's own step).
 TEST(CampaignOracle, Seed1TimeoutBeforeTheDeadlineIsNamed) {
   EXPECT_EQ(RunRandom(1).message, "");
-  ExpectFoundUnder(1, base::Mutation::kEngineTimeoutBeforeDeadline, simworld::FailureClass::kSafety,
+  ExpectFoundUnder(1, {base::Mutation::kEngineTimeoutBeforeDeadline},
+                   simworld::FailureClass::kSafety,
                    "timeout_before_deadline: task 1 was timed out at 2120039 ns, before its "
                    "deadline 3119939 ns (C2)");
 }
@@ -160,7 +164,7 @@ TEST(CampaignOracle, Seed1TimeoutBeforeTheDeadlineIsNamed) {
 // C1 without a scripted straggler: the random world's early publish is
 // caught by the bytes of a COMPLETED READ.
 TEST(CampaignOracle, Seed2EarlyPublishIsCaughtByTheBytes) {
-  ExpectFoundUnder(2, base::Mutation::kEngineC1EarlyPublish, simworld::FailureClass::kSafety,
+  ExpectFoundUnder(2, {base::Mutation::kEngineC1EarlyPublish}, simworld::FailureClass::kSafety,
                    "wrong bytes: COMPLETED READ of h1 to h2 task 217");
   EXPECT_EQ(RunRandom(2).message, "");
 }
@@ -179,7 +183,7 @@ TEST(CampaignRegression, Seed552845864FailedCqRecreateLeavesNoEmptyCqSlot) {
   EXPECT_EQ(clean.message, "") << clean.plan_text;
   EXPECT_GE(clean.probes.at("cq_err"), 1u) << "seed 552845864 no longer overruns a CQ";
   EXPECT_GE(clean.probes.at("cq_recreated"), 1u);
-  ExpectFoundUnder(552845864, base::Mutation::kEngineCqRecreateDestroysFirst,
+  ExpectFoundUnder(552845864, {base::Mutation::kEngineCqRecreateDestroysFirst},
                    simworld::FailureClass::kSafety,
                    "foreign_handle: ibv_create_qp: cq handle 0 is not of this fabric");
 }
@@ -196,7 +200,7 @@ TEST(CampaignRegression, Seed100857ReenabledContextTakesThePortStateItQueried) {
   EXPECT_EQ(clean.message, "") << clean.plan_text;
   EXPECT_GE(clean.probes.at("device_fatal"), 1u);
   EXPECT_GE(clean.probes.at("port_err"), 1u);
-  ExpectFoundUnder(100857, base::Mutation::kEngineKeepPortDownAfterReenable,
+  ExpectFoundUnder(100857, {base::Mutation::kEngineKeepPortDownAfterReenable},
                    simworld::FailureClass::kLiveness,
                    "wave 2: not COMPLETED within 4 attempts with every fault off: h0->h2 tag "
                    "9020 TIMEOUT h0->h2 tag 9021 TIMEOUT");
@@ -233,7 +237,7 @@ TEST(CampaignRegression, Seed108033DelayedReqOfAnUnknownExitedProcessIsTheDocume
 // fabric's ground truth says no such WRITE can land (world.remote_waits).
 TEST(CampaignRegression, Seed52809348RemoteRangeOfATimedOutWriteIsNotReusedWhileItCanLand) {
   ExpectCleanThrough(52809348, "world.remote_waits", 1);
-  ExpectFoundUnder(52809348, base::Mutation::kSwarmReuseUnquietRemote,
+  ExpectFoundUnder(52809348, {base::Mutation::kSwarmReuseUnquietRemote},
                    simworld::FailureClass::kSafety,
                    "wrong bytes: COMPLETED READ of h2 to h0 task 99 tag 99 (3859 bytes): "
                    "h2 bytes [3072, 3859)");
@@ -256,15 +260,12 @@ TEST(CampaignRegression, Seed900974162OwnersStillParkedFromAnEarlierFatalParkAga
   ExpectCleanThrough(900974162, "ctx_reenabled", 3);
 #if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
   EXPECT_EQ(RunRandom(900974162, {base::Mutation::kEngineC6AcceptOtherTarget}).message, "");
-  const simworld::SwarmReport r = RunRandom(
-      900974162,
-      {base::Mutation::kEngineParkIgnoresNewFatal, base::Mutation::kEngineC6AcceptOtherTarget});
-  EXPECT_EQ(r.failure, simworld::FailureClass::kLiveness);
-  EXPECT_TRUE(Contains(r.message,
-                       "wave 2: not COMPLETED within 4 attempts with every fault off: h1->h2 tag "
-                       "9120 TIMEOUT"))
-      << r.message;
 #endif
+  ExpectFoundUnder(
+      900974162,
+      {base::Mutation::kEngineParkIgnoresNewFatal, base::Mutation::kEngineC6AcceptOtherTarget},
+      simworld::FailureClass::kLiveness,
+      "wave 2: not COMPLETED within 4 attempts with every fault off: h1->h2 tag 9120 TIMEOUT");
 }
 
 // Found by the CI sweep of 26233fc: under 16/100 control-network loss
@@ -274,7 +275,7 @@ TEST(CampaignRegression, Seed900974162OwnersStillParkedFromAnEarlierFatalParkAga
 // user would (world.open_retries).
 TEST(CampaignRegression, Seed836182297AnOpenTimedOutUnderHeavyLossIsRetried) {
   ExpectCleanThrough(836182297, "world.open_retries", 1);
-  ExpectFoundUnder(836182297, base::Mutation::kSwarmOpenOnce, simworld::FailureClass::kLiveness,
+  ExpectFoundUnder(836182297, {base::Mutation::kSwarmOpenOnce}, simworld::FailureClass::kLiveness,
                    "h6 open of h4 failed: DEADLINE_EXCEEDED: no descriptor from the peer in time");
 }
 
@@ -352,20 +353,14 @@ TEST(CampaignRegression, Wave3RailsOneAtATime) {
 // to RTR toward h1's live QPs, which still name the old 22 and 21. The fix
 // is in the protocol: a REQ names the incarnation of its target as its
 // sender knows it (the segment descriptor's), and a process refuses a REQ
-// addressed to an earlier incarnation of itself (`req_other_target`, ERROR
+// addressed to another incarnation than its own (`req_other_target`, ERROR
 // target_restarted; the sender fails the slices bound to that incarnation).
 // Switch `engine_c6_accept_other_target` accepts such a REQ again.
 TEST(CampaignRegression, Seed6007714DelayedReqAtARestartedPeerIsRefused) {
-  const simworld::SwarmReport clean = RunRandom(6007714, {}, /*stall=*/true);
-  EXPECT_EQ(clean.message, "") << clean.plan_text;
-  EXPECT_GE(clean.probes.at("req_other_target"), 1u);
-#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
-  const simworld::SwarmReport r =
-      RunRandom(6007714, {base::Mutation::kEngineC6AcceptOtherTarget}, /*stall=*/true);
-  EXPECT_EQ(r.failure, simworld::FailureClass::kSafety);
-  EXPECT_TRUE(Contains(r.message, "mispaired_qps: h1 qpn 17 sends from psn 1188070 to h2 qpn 22"))
-      << r.message;
-#endif
+  ExpectCleanThrough(6007714, "req_other_target", 1, /*stall=*/true);
+  ExpectFoundUnder(6007714, {base::Mutation::kEngineC6AcceptOtherTarget},
+                   simworld::FailureClass::kSafety,
+                   "mispaired_qps: h1 qpn 17 sends from psn 1188070 to h2 qpn 22", /*stall=*/true);
 }
 
 // Found by the campaign of 73d0896 (seed 7004057 of 38136), liveness:
@@ -379,16 +374,10 @@ TEST(CampaignRegression, Seed6007714DelayedReqAtARestartedPeerIsRefused) {
 // ever undo. An engine bug: the owner now queries the port at its resume.
 // Switch `engine_port_state_at_reenable` brings the old rule back.
 TEST(CampaignRegression, Seed7004057PortStateIsQueriedAtTheOwnersResume) {
-  const simworld::SwarmReport clean = RunRandom(7004057, {}, /*stall=*/true);
-  EXPECT_EQ(clean.message, "") << clean.plan_text;
-  EXPECT_GE(clean.probes.at("ctx_resumed"), 1u);
-#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
-  const simworld::SwarmReport r =
-      RunRandom(7004057, {base::Mutation::kEnginePortStateAtReenable}, /*stall=*/true);
-  EXPECT_EQ(r.failure, simworld::FailureClass::kLiveness);
-  EXPECT_TRUE(Contains(r.message, "wave 3: h5 -> h0 rail index 2 not COMPLETED within 4 attempts"))
-      << r.message;
-#endif
+  ExpectCleanThrough(7004057, "ctx_resumed", 1, /*stall=*/true);
+  ExpectFoundUnder(7004057, {base::Mutation::kEnginePortStateAtReenable},
+                   simworld::FailureClass::kLiveness,
+                   "wave 3: h5 -> h0 rail index 2 not COMPLETED within 4 attempts", /*stall=*/true);
 }
 
 // Found by the campaign of 73d0896 (seed 7012247 of 38136): `stale_req_
@@ -402,17 +391,10 @@ TEST(CampaignRegression, Seed7004057PortStateIsQueriedAtTheOwnersResume) {
 // records anything else). The rule still catches the bug it is for:
 // `engine_c6_accept_stale` below.
 TEST(CampaignRegression, Seed7012247ARetireAfterAStaleAnswerIsNotTheAccepts) {
-  const simworld::SwarmReport clean = RunRandom(7012247, {}, /*stall=*/true);
-  EXPECT_EQ(clean.message, "") << clean.plan_text;
-  EXPECT_GE(clean.probes.at("stale_req"), 1u);
+  const simworld::SwarmReport clean = ExpectCleanThrough(7012247, "stale_req", 1, /*stall=*/true);
   EXPECT_GE(clean.probes.at("gid_change"), 1u);
-#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
-  const simworld::SwarmReport r =
-      RunRandom(7012247, {base::Mutation::kEngineC6AcceptStale}, /*stall=*/true);
-  EXPECT_EQ(r.failure, simworld::FailureClass::kSafety);
-  EXPECT_TRUE(Contains(r.message, "stale_req_accepted: h0 retired its READY endpoint"))
-      << r.message;
-#endif
+  ExpectFoundUnder(7012247, {base::Mutation::kEngineC6AcceptStale}, simworld::FailureClass::kSafety,
+                   "stale_req_accepted: h0 retired its READY endpoint", /*stall=*/true);
 }
 
 }  // namespace
