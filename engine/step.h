@@ -97,7 +97,6 @@ struct WorkerStats {
   uint64_t simultaneous_opens = 0;  // a REP completed an endpoint that had accepted the peer's REQ
   uint64_t partial_destroys = 0;    // a destroy failed while a sibling QP was destroyed
   uint64_t busy_passed_over = 0;    // an eviction took an idle endpoint over a busy one
-  uint64_t req_other_target = 0;    // a REQ naming an earlier incarnation of us was refused
   uint64_t other_incarnation_fails = 0;    // slices failed unposted: a REQ naming their
                                            // peer incarnation was refused (it restarted)
   uint64_t other_incarnation_retires = 0;  // a READY endpoint retired: the next slice's rkeys

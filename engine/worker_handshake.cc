@@ -320,7 +320,6 @@ bool Worker::ReqGated(const HandshakeMessage& m, const std::string& from, const 
   // slices bound to that incarnation instead of waiting for its timeout.
   if (m.echo_incarnation != 0 && m.echo_incarnation != env_->incarnation &&
       !Mut(base::Mutation::kEngineC6AcceptOtherTarget)) {
-    ++stats_.req_other_target;
     NoteEvent("req_other_target", key, m.incarnation, m.generation);
     SendReply(from, m, HandshakeType::kError, kTargetRestarted);
     return true;
