@@ -60,6 +60,10 @@ enum class Mutation : uint32_t {
                                  // and slices bound to one peer incarnation post on another's QPs
   kEnginePortStateAtReenable,    // engine: a resuming owner takes the port state queried at the
                                  // re-enable, undoing a PORT_ACTIVE it has seen since
+  kEngineWaitOnPassedCooldown,   // engine: a rail whose port is down offers its passed cooldown
+                                 // as a timer, so its owner spins while slices wait for it
+  kEngineGiveUpNotATimer,        // engine: the destroy give-up is no timer of its own (an owner
+                                 // asleep between destroy backoffs gives up late)
   kCount,
 };
 
@@ -161,6 +165,10 @@ inline std::string_view MutationName(Mutation m) {
       return "engine_c6_accept_other_target";
     case Mutation::kEnginePortStateAtReenable:
       return "engine_port_state_at_reenable";
+    case Mutation::kEngineWaitOnPassedCooldown:
+      return "engine_wait_on_passed_cooldown";
+    case Mutation::kEngineGiveUpNotATimer:
+      return "engine_give_up_not_a_timer";
     case Mutation::kCount:
       break;
   }

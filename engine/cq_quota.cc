@@ -119,6 +119,12 @@ absl::Status CqQuota::MarkRetiring(hal::QpHandle qp) {
   return absl::OkStatus();
 }
 
+bool CqQuota::AwaitsEmptyPoll() const {
+  for (const auto& [id, e] : qps_)
+    if (e.state == QuotaQpState::kDestroyed) return true;
+  return false;
+}
+
 absl::Status CqQuota::OnDestroyResult(hal::QpHandle qp, bool destroyed) {
   auto it = qps_.find(qp.id);
   if (it == qps_.end())

@@ -113,6 +113,9 @@ class CqQuota {
   bool tracked(hal::QpHandle qp) const { return qps_.contains(qp.id); }
   size_t tracked_qps() const { return qps_.size(); }
   uint64_t stray_cqes() const { return stray_cqes_; }
+  // A DESTROYED QP waits for the empty poll that forgets it (a poll is due
+  // even when the CQ holds nothing).
+  bool AwaitsEmptyPoll() const;
 
   // OK, or kInternal describing the first broken invariant.
   absl::Status CheckInvariants() const;

@@ -5,7 +5,8 @@
 //
 // What must stay true: WaitSet is the whole of a worker's wait (a runtime
 // that honours it never misses work: Step() again at once when work_now,
-// poll again when poll_now, wake by deadline_ns or a channel event), and
+// poll again when poll_now, at once when poll_empty and otherwise when a
+// CQE arrives (a channel event), wake by deadline_ns), and
 // every Phase appears once in a PhaseOrder.
 #ifndef FERRY_ENGINE_STEP_H_
 #define FERRY_ENGINE_STEP_H_
@@ -74,6 +75,9 @@ struct WaitSet {
   std::optional<uint64_t> deadline_ns;  // next timer
   bool poll_now = false;                // WRs outstanding or a destroyed QP awaiting its empty poll
   bool work_now = false;                // postable work (runs again at once)
+  // A destroyed QP awaits its empty poll: a poll is due even with no CQE
+  // (a runtime that sleeps until a CQE arrives must not sleep on it).
+  bool poll_empty = false;
   std::vector<hal::CompChannelHandle> channels;
 };
 

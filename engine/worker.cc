@@ -97,8 +97,10 @@ WaitSet Worker::Step(const PhaseOrder& order) {
 }
 
 // Everything this worker waits for after a step: timers (handshake resends
-// and deadlines, rail pauses, retire ladders, task deadlines, parked
-// contexts), CQs to poll, postable work, and its completion channels.
+// and deadlines, rail pauses, retire ladders, destroy give-ups, task
+// deadlines, parked contexts), CQs to poll, postable work, and its
+// completion channels. It reads better as one: the whole wait in one
+// place, one block per source, is what a reviewer checks for a lost wakeup.
 WaitSet Worker::WaitSetNow() {
   WaitSet ws;
   const uint64_t now = env_->clock->NowNs();
@@ -124,7 +126,12 @@ WaitSet Worker::WaitSetNow() {
   for (const auto& [key, dq] : pending_) {
     if (dq.empty() || Peek(key) != nullptr) continue;
     if (RailPaused(key.first) && !shutdown_) {
-      consider(rails_[key.first].paused_until_ns);
+      // A cooldown ends by time; a port down or a parked context by an
+      // event (PORT_ACTIVE through the inbox; the parked recheck below).
+      // Their paused_until_ns may lie in the past: taking it would spin.
+      const Rail& r = rails_[key.first];
+      if ((!r.port_down && !r.parked) || Mut(base::Mutation::kEngineWaitOnPassedCooldown))
+        consider(r.paused_until_ns);
     } else if (StoreHasRoom(key.first) || shutdown_) {
       ws.work_now = true;
     }
@@ -133,6 +140,15 @@ WaitSet Worker::WaitSetNow() {
   }
   for (const auto& ep : retiring_) {
     consider(ep->NextRetireNs());
+    // The destroy give-up (off by default) is a timer of its own: without
+    // it an owner asleep between backoffs gave up up to
+    // destroy_backoff_ns_max late (found with the sim's cqe wake model).
+    if (cfg_.reset_context_on_destroy_give_up && !rails_[ep->context()].reset_requested &&
+        !Mut(base::Mutation::kEngineGiveUpNotATimer)) {
+      for (const DataQp& q : ep->qps())
+        if (!q.destroyed && q.destroy_failures > 0)
+          consider(q.first_destroy_fail_ns + cfg_.destroy_give_up_ns);
+    }
     bool reclaimable = true;
     for (const DataQp& q : ep->qps()) {
       if (!q.released && (q.destroyed || !q.fifo.empty())) ws.poll_now = true;
@@ -141,6 +157,16 @@ WaitSet Worker::WaitSetNow() {
     // Released after this step's reclaim phase ran (phases are permuted):
     // the next step reclaims it, so the worker must not sleep.
     if (reclaimable) ws.work_now = true;
+  }
+  // The CQs PollAll polls (not a parked rail's, not an errored one).
+  for (uint32_t ci = 0; ci < env_->contexts.size() && !ws.poll_empty; ++ci) {
+    if (rails_[ci].parked) continue;
+    for (uint32_t i = 0; i < env_->contexts[ci]->cqs_per_worker(); ++i) {
+      const hal::CqHandle cq = env_->contexts[ci]->cq(id_, i);
+      if (!cq.valid() || errored_cqs_.contains(cq.id)) continue;
+      const CqQuota* q = QuotaOf(cq);
+      if (q != nullptr && q->AwaitsEmptyPoll()) ws.poll_empty = true;
+    }
   }
   if (!errored_cqs_.empty()) ws.work_now = ws.work_now || retiring_.empty();
   // The earliest task deadline (a lower bound kept by SweepTimeouts and

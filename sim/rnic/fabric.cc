@@ -213,7 +213,24 @@ absl::Status Fabric::BindOwner(hal::CqHandle cq, uint32_t actor) {
     return absl::NotFoundError("BindOwner: no live CQ with that handle");
   }
   cqs_[cq.id - 1].owner = actor;
+  if (owned_cqs_.size() <= actor) owned_cqs_.resize(actor + 1);
+  owned_cqs_[actor].push_back(static_cast<uint32_t>(cq.id - 1));
   return absl::OkStatus();
+}
+
+bool Fabric::OwnerCqReady(uint32_t actor) {
+  if (actor >= owned_cqs_.size()) return false;
+  std::vector<uint32_t>& list = owned_cqs_[actor];
+  bool ready = false;
+  size_t keep = 0;
+  for (uint32_t ci : list) {
+    const Cq& c = cqs_[ci];
+    if (!c.alive || c.owner != actor) continue;
+    list[keep++] = ci;
+    ready = ready || c.count > 0 || c.errored;
+  }
+  list.resize(keep);
+  return ready;
 }
 
 // Generic handle check: the object exists in this fabric, belongs to the

@@ -187,6 +187,10 @@ class Fabric final : public Actor {
   // actor is a kWrongActor violation and fails.
   absl::Status BindOwner(hal::QpHandle qp, uint32_t actor);
   absl::Status BindOwner(hal::CqHandle cq, uint32_t actor);
+  // A live CQ bound to `actor` holds a CQE or has overrun: what would wake
+  // an owner sleeping on its completion channels. Prunes destroyed CQs from
+  // the actor's list (bounded by the CQs bound to it).
+  bool OwnerCqReady(uint32_t actor);
   // Verbs calls made by `actor` so far.
   uint64_t CallsBy(uint32_t actor) const;
   uint32_t LastCallerOf(hal::QpHandle qp) const;
@@ -717,6 +721,7 @@ class Fabric final : public Actor {
   std::vector<Mr> mrs_;
   std::vector<Channel> channels_;
   std::vector<Cq> cqs_;
+  std::vector<std::vector<uint32_t>> owned_cqs_;  // by owner actor: CQ indices bound to it
   std::vector<std::unique_ptr<Qp>> qps_;
 
   std::vector<Violation> violations_;

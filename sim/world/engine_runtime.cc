@@ -49,9 +49,12 @@ class SimRuntime::WorkerActor final : public sim::Actor {
   std::string_view name() const override { return name_; }
   bool Runnable() override {
     if (rt_->dead_) return false;
-    if (ws_.work_now || ws_.poll_now || first_) return true;
+    if (ws_.work_now || ws_.poll_empty || first_) return true;
+    if (ws_.poll_now && rt_->wake_ == WakeModel::kSpin) return true;
     if (ws_.deadline_ns && *ws_.deadline_ns <= rt_->fabric_->NowNs()) return true;
-    return rt_->engine_->InboxSize(w_) > 0;
+    if (rt_->engine_->InboxSize(w_) > 0) return true;
+    // kCqe: WRs outstanding make a poll due once a CQE is there.
+    return ws_.poll_now && rt_->fabric_->OwnerCqReady(rt_->first_actor_ + w_);
   }
   uint64_t Step() override {
     first_ = false;
@@ -126,13 +129,17 @@ class SimRuntime::AsyncActor final : public sim::Actor {
   uint64_t next_ns_ = 0;
 };
 
+std::string_view WakeModelName(WakeModel w) { return w == WakeModel::kSpin ? "spin" : "cqe"; }
+
 SimRuntime::SimRuntime(SteppedEngine* engine, sim::Fabric* fabric, sim::SimControlNet* net,
-                       SimObserver* observer, uint32_t first_actor_id, sim::Prng prng)
+                       SimObserver* observer, uint32_t first_actor_id, sim::Prng prng,
+                       WakeModel wake)
     : engine_(engine),
       fabric_(fabric),
       net_(net),
       first_actor_(first_actor_id),
-      prng_(std::move(prng)) {
+      prng_(std::move(prng)),
+      wake_(wake) {
   (void)observer;
   const uint32_t workers = engine_->worker_count();
   for (uint32_t w = 0; w < workers; ++w)

@@ -90,11 +90,21 @@ class SimObserver final : public LifecycleObserver {
   bool detached_ = false;
 };
 
+// How a worker actor with WRs outstanding (WaitSet::poll_now) waits:
+// kSpin runs it at every step (a runtime without completion channels,
+// polling), kCqe only once one of its CQs holds a CQE or overran (an owner
+// asleep on its completion channels, as the threaded runtime on real
+// verbs). kCqe is ferry-sim's default; kSpin replays the seeds found before
+// it (part of the replay key).
+enum class WakeModel : uint8_t { kSpin, kCqe };
+std::string_view WakeModelName(WakeModel w);
+
 class SimRuntime {
  public:
   // Actor ids first_actor_id .. +workers+1 (workers, listener, async).
   SimRuntime(SteppedEngine* engine, sim::Fabric* fabric, sim::SimControlNet* net,
-             SimObserver* observer, uint32_t first_actor_id, sim::Prng prng);
+             SimObserver* observer, uint32_t first_actor_id, sim::Prng prng,
+             WakeModel wake = WakeModel::kSpin);
   ~SimRuntime();
   void AddTo(sim::Scheduler* scheduler);
   // The engine process died: its actors stop (the scheduler keeps them).
@@ -121,6 +131,7 @@ class SimRuntime {
   sim::SimControlNet* net_;
   uint32_t first_actor_;
   sim::Prng prng_;
+  WakeModel wake_;
   bool dead_ = false;
   std::vector<std::unique_ptr<sim::Actor>> actors_;
 };

@@ -128,6 +128,10 @@ struct SwarmOptions {
   // steps of one RunUntil.
   uint64_t terminal_ns = 5'000'000'000;
   uint64_t steps_max = 5'000'000;
+  // How owners with WRs outstanding wait (part of the replay key): kSpin
+  // here, so the named regressions replay the runs they were found in;
+  // ferry-sim sweeps with kCqe unless told --wake spin.
+  WakeModel wake = WakeModel::kSpin;
 };
 
 struct SwarmReport {

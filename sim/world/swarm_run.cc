@@ -104,6 +104,7 @@ class Run {
     wo.devices_per_host = shape_.nics;
     wo.buf_bytes = layout_.bytes;
     wo.steps_max = o_.steps_max;
+    wo.wake = o_.wake;
     w_ =
         std::make_unique<TwoEngines>(seed_, plan_.world.net, o_.mutations, shape_.Config(), fc, wo);
     Verdict(Body());

@@ -153,6 +153,7 @@ TwoEngines::TwoEngines(uint64_t seed, sim::NetPlan plan, const base::Mutations& 
       net_plan_(plan),
       devices_per_host_(options.devices_per_host),
       steps_max_(options.steps_max),
+      wake_(options.wake),
       hosts_(options.hosts),
       last_timeout_(options.hosts, -1),
       last_req_(options.hosts),
@@ -233,7 +234,7 @@ absl::Status TwoEngines::Start(uint32_t h) {
     }
     hs.engine = std::move(*e);
     hs.rt = std::make_unique<SimRuntime>(hs.engine.get(), &fabric_, hs.net.get(), hs.obs.get(),
-                                         base, root_.Fork());
+                                         base, root_.Fork(), wake_);
     hs.registered = false;
   }
   if (!hs.registered) {

@@ -167,6 +167,8 @@ struct WorldOptions {
   uint32_t devices_per_host = 1;
   size_t buf_bytes = kBufBytes;
   uint64_t steps_max = 5'000'000;  // scheduler steps of one RunUntil
+  // How an owner with WRs outstanding waits (engine_runtime.h, WakeModel).
+  WakeModel wake = WakeModel::kSpin;
 };
 inline constexpr uint32_t kHostsMax = 8;
 inline constexpr uint32_t kDevicesPerHostMax = 4;
@@ -315,6 +317,7 @@ class TwoEngines {
   sim::NetPlan net_plan_;
   uint32_t devices_per_host_ = 1;
   uint64_t steps_max_ = 5'000'000;
+  WakeModel wake_ = WakeModel::kSpin;
   std::vector<HostState> hosts_;  // sized once at construction (slots point into it)
   std::vector<std::unique_ptr<SlotActor>> slots_;
   std::unique_ptr<FaultActor> fault_actor_;

@@ -74,7 +74,12 @@ oracle on after every step, one seeded world and fault plan per seed.
                      (default 5000000000; part of the replay key)
   --steps-max N      scheduler steps of one run phase (default 5000000;
                      part of the replay key)
-  --jobs N           seeds run at once, one forked child each (default 1)
+  --wake MODEL       cqe (default): a worker with WRs outstanding runs once
+                     a CQE is there (an owner asleep on its completion
+                     channels); spin: at every step (the model before
+                     session 11; part of the replay key)
+  --jobs N           seeds run at once in N forked children, each running
+                     seeds one after another (default 1)
   --shard I/N        run only the seeds s of the range with (s - A) % N == I
                      (N machines, disjoint and complete)
   --time-budget-s S  start no seed after S seconds; report the seeds done
@@ -221,6 +226,9 @@ std::string ParseArgs(int argc, char** argv, Args* a, bool* help) {
     } else if (arg == "--steps-max") {
       if (!value(&v) || !ParseU64(v, &a->steps_max) || a->steps_max < 1000)
         return "--steps-max needs a number >= 1000";
+    } else if (arg == "--wake") {
+      if (!value(&v) || (v != "cqe" && v != "spin")) return "--wake needs cqe or spin";
+      a->wake = v == "cqe" ? simworld::WakeModel::kCqe : simworld::WakeModel::kSpin;
     } else if (arg == "--jobs") {
       uint64_t n = 0;
       if (!value(&v) || !ParseU64(v, &n) || n == 0 || n > kJobsMax)

@@ -1,11 +1,11 @@
 // tools/ferry-sim/seed_run.cc: one seed's run and verdict, in this process
 // or in forked children (ForkPool), and the replay command (sim_tool.h).
 //
-// Crash attribution: each child runs one seed; a FERRY_CHECK failure or a
-// signal kills only that child, and the parent records the seed as a crash
-// with the child's last output lines. The child writes its result to its
-// stderr pipe after a marker line; what precedes the marker is whatever the
-// child printed.
+// Crash attribution: a child runs one seed at a time; a FERRY_CHECK failure
+// or a signal kills only that child, and the parent records its current
+// seed as a crash with the child's output since its last result. The child
+// writes each result to its stderr pipe after a marker line and the
+// result's length; what precedes the marker is whatever the child printed.
 #include <errno.h>
 #include <poll.h>
 #include <sys/wait.h>
@@ -96,6 +96,7 @@ simworld::SwarmOptions OptionsOf(const Args& a) {
   o.round_ns = a.round_ns;
   o.terminal_ns = a.terminal_ns;
   o.steps_max = a.steps_max;
+  o.wake = a.wake;
   return o;
 }
 
@@ -110,6 +111,7 @@ std::string ReplayCommand(const char* argv0, const Args& a, uint64_t seed) {
   if (a.round_ns != Args{}.round_ns) absl::StrAppend(&cmd, " --round-ns ", a.round_ns);
   if (a.terminal_ns != Args{}.terminal_ns) absl::StrAppend(&cmd, " --terminal-ns ", a.terminal_ns);
   if (a.steps_max != Args{}.steps_max) absl::StrAppend(&cmd, " --steps-max ", a.steps_max);
+  if (a.wake != Args{}.wake) absl::StrAppend(&cmd, " --wake ", AV(simworld::WakeModelName(a.wake)));
   if (a.mode == Mode::kDeterminism) absl::StrAppend(&cmd, " --mode determinism");
   absl::StrAppend(&cmd, " --trace");
   return cmd;
@@ -247,120 +249,234 @@ bool WriteAll(int fd, std::string_view s) {
 // ------------------------------------------------------------ ForkPool
 
 struct ForkPool::Child {
-  uint64_t seed = 0;
   pid_t pid = -1;
-  int fd = -1;
+  int in_fd = -1;   // seeds to run, 8 bytes each (the parent writes)
+  int out_fd = -1;  // the child's stdout and stderr, results after kMarker
   std::string text;
+  std::optional<uint64_t> ticket;  // the seed it runs now
+  uint32_t seeds_given = 0;
   bool eof = false;
-  std::optional<SeedResult> failed_start;  // fork or pipe failed
 };
+
+namespace {
+
+// The child's side: runs each seed it reads, writes kMarker, the result's
+// length and the result; exits when the parent closes its end.
+[[noreturn]] void ChildLoop(const Args& a, int in_fd) {
+  for (;;) {
+    uint64_t seed = 0;
+    size_t got = 0;
+    while (got < sizeof(seed)) {
+      const ssize_t n = read(in_fd, reinterpret_cast<char*>(&seed) + got, sizeof(seed) - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) _exit(0);
+      got += static_cast<size_t>(n);
+    }
+    const SeedResult r = RunSeed(seed, a, 0);
+    std::fflush(stdout);
+    std::fflush(stderr);
+    const std::string body = Serialize(r);
+    if (!WriteAll(STDERR_FILENO, absl::StrCat(AV(kMarker), body.size(), "\n", body))) _exit(70);
+  }
+}
+
+SeedResult CrashResult(const Args& a, uint64_t seed, std::string message) {
+  SeedResult r;
+  r.report.seed = seed;
+  r.verdict = Verdict::kCrash;
+  r.message = std::move(message);
+  r.report.plan_text = simworld::DrawSwarmPlan(seed, a.families, a.profile).ToString();
+  r.report.shape = simworld::ShapeOf(a.profile, seed);
+  return r;
+}
+
+}  // namespace
 
 ForkPool::ForkPool(const Args& a) : a_(a) {}
 
 ForkPool::~ForkPool() {
   while (Next().has_value()) {
   }
+  for (const std::unique_ptr<Child>& c : children_) {
+    if (c->in_fd >= 0) close(c->in_fd);  // the child's read sees EOF and it exits
+    c->in_fd = -1;
+  }
+  while (!children_.empty()) {
+    if (!children_.front()->eof) {
+      PumpOnce();
+      continue;
+    }
+    Reap(children_.front().get());
+  }
 }
 
-void ForkPool::Start(uint64_t seed) {
-  FERRY_CHECK_GE(a_.jobs, 1u);
-  while (children_.size() >= a_.jobs) PumpOnce();
-  children_.push_back(std::make_unique<Child>());
-  Child* c = children_.back().get();
-  c->seed = seed;
-  int fds[2];
-  // A pipe or fork that fails makes the seed a crash result (with errno).
-  auto failed = [&](std::string_view what) {
-    SeedResult r;
-    r.report.seed = seed;
-    r.verdict = Verdict::kCrash;
-    r.message = absl::StrCat(AV(what), ": ", std::strerror(errno));
-    c->failed_start = std::move(r);
-    c->eof = true;
-  };
-  if (pipe(fds) != 0) {
-    failed("pipe");
-    return;
+ForkPool::Started* ForkPool::Find(uint64_t ticket) {
+  const uint64_t first = next_ticket_ - order_.size();
+  if (ticket < first || ticket >= next_ticket_) return nullptr;
+  return &order_[ticket - first];
+}
+
+ForkPool::Child* ForkPool::IdleChild(bool* failed) {
+  *failed = false;
+  for (const std::unique_ptr<Child>& c : children_)
+    if (!c->eof && !c->ticket && c->seeds_given < kSeedsPerChildMax) return c.get();
+  // A child that ran its share: close its input so it exits.
+  for (const std::unique_ptr<Child>& c : children_) {
+    if (!c->ticket && c->in_fd >= 0 && c->seeds_given >= kSeedsPerChildMax) {
+      close(c->in_fd);
+      c->in_fd = -1;
+    }
+  }
+  size_t live = 0;
+  for (const std::unique_ptr<Child>& c : children_) live += c->in_fd >= 0 ? 1 : 0;
+  if (live >= a_.jobs) return nullptr;
+  *failed = true;  // until the child runs
+  int in[2], out[2];
+  if (pipe(in) != 0) return nullptr;
+  if (pipe(out) != 0) {
+    close(in[0]);
+    close(in[1]);
+    return nullptr;
   }
   std::fflush(stdout);
   std::fflush(stderr);
   const pid_t pid = fork();
   if (pid < 0) {
-    failed("fork");
-    close(fds[0]);
-    close(fds[1]);
-    return;
+    for (int fd : {in[0], in[1], out[0], out[1]}) close(fd);
+    return nullptr;
   }
   if (pid == 0) {
-    close(fds[0]);
-    dup2(fds[1], STDERR_FILENO);
-    dup2(fds[1], STDOUT_FILENO);
-    close(fds[1]);
-    const SeedResult child = RunSeed(seed, a_, 0);
-    std::fflush(stdout);
-    std::fflush(stderr);
-    const std::string out = absl::StrCat(AV(kMarker), Serialize(child));
-    _exit(WriteAll(STDERR_FILENO, out) ? 0 : 70);
+    // Other children's pipe ends stay with the parent only (else a child
+    // would keep a sibling's input open past the parent's close).
+    for (const std::unique_ptr<Child>& c : children_) {
+      if (c->in_fd >= 0) close(c->in_fd);
+      if (c->out_fd >= 0) close(c->out_fd);
+    }
+    close(in[1]);
+    close(out[0]);
+    dup2(out[1], STDERR_FILENO);
+    dup2(out[1], STDOUT_FILENO);
+    close(out[1]);
+    ChildLoop(a_, in[0]);
   }
-  close(fds[1]);
+  close(in[0]);
+  close(out[1]);
+  *failed = false;
+  children_.push_back(std::make_unique<Child>());
+  Child* c = children_.back().get();
   c->pid = pid;
-  c->fd = fds[0];
+  c->in_fd = in[1];
+  c->out_fd = out[0];
+  return c;
 }
 
-// Reads what any running child wrote (blocks until one has output or ends).
+void ForkPool::Start(uint64_t seed) {
+  FERRY_CHECK_GE(a_.jobs, 1u);
+  const uint64_t ticket = next_ticket_++;
+  order_.push_back(Started{seed, std::nullopt});
+  // Each PumpOnce blocks on a child's output: the loop ends when a child
+  // finishes its seed or ends (at most jobs run, so one does).
+  Child* c = nullptr;
+  bool failed = false;
+  while ((c = IdleChild(&failed)) == nullptr && !failed) PumpOnce();
+  const uint64_t bytes = seed;
+  if (c == nullptr ||
+      !WriteAll(c->in_fd, std::string_view(reinterpret_cast<const char*>(&bytes), sizeof(bytes)))) {
+    order_.back().result =
+        CrashResult(a_, seed, absl::StrCat("could not start a child: ", std::strerror(errno)));
+    return;
+  }
+  c->ticket = ticket;
+  ++c->seeds_given;
+}
+
+// Moves every complete result in c->text to its seed.
+void ForkPool::TakeFrames(Child* c) {
+  for (;;) {
+    const size_t mark = c->text.find(kMarker);
+    if (mark == std::string::npos) return;
+    const size_t len_at = mark + kMarker.size();
+    const size_t nl = c->text.find('\n', len_at);
+    if (nl == std::string::npos) return;
+    uint64_t len = 0;
+    if (!ParseU64(std::string_view(c->text).substr(len_at, nl - len_at), &len)) return;
+    if (c->text.size() < nl + 1 + len) return;
+    FERRY_CHECK(c->ticket.has_value());
+    Started* st = Find(*c->ticket);
+    FERRY_CHECK(st != nullptr);
+    SeedResult r;
+    if (!Deserialize(std::string_view(c->text).substr(nl + 1, len), st->seed, &r))
+      r = CrashResult(a_, st->seed, "unreadable result from the child");
+    st->result = std::move(r);
+    c->ticket.reset();
+    c->text.erase(0, nl + 1 + len);
+  }
+}
+
+// Waits for an ended child; its current seed (if any) is a crash with its
+// last output.
+void ForkPool::Reap(Child* c) {
+  int status = 0;
+  while (waitpid(c->pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (c->in_fd >= 0) close(c->in_fd);
+  if (c->ticket) {
+    Started* st = Find(*c->ticket);
+    FERRY_CHECK(st != nullptr);
+    std::string tail = c->text;
+    if (tail.size() > kCrashTextMax) tail = "..." + tail.substr(tail.size() - kCrashTextMax);
+    while (!tail.empty() && (tail.back() == '\n' || tail.back() == '\r')) tail.pop_back();
+    const std::string how = WIFSIGNALED(status)
+                                ? absl::StrCat("killed by signal ", WTERMSIG(status), " (",
+                                               strsignal(WTERMSIG(status)), ")")
+                                : absl::StrCat("exited with status ", WEXITSTATUS(status));
+    st->result = CrashResult(a_, st->seed, absl::StrCat(how, tail.empty() ? "" : ": ", tail));
+  }
+  for (size_t i = 0; i < children_.size(); ++i) {
+    if (children_[i].get() != c) continue;
+    children_.erase(children_.begin() + static_cast<std::ptrdiff_t>(i));
+    return;
+  }
+}
+
+// Reads what any child wrote (blocks until one has output or ends) and
+// reaps the children that ended.
 void ForkPool::PumpOnce() {
   std::vector<pollfd> pfds;
   std::vector<Child*> who;
   for (const std::unique_ptr<Child>& c : children_) {
     if (c->eof) continue;
-    pfds.push_back(pollfd{c->fd, POLLIN, 0});
+    pfds.push_back(pollfd{c->out_fd, POLLIN, 0});
     who.push_back(c.get());
   }
-  if (pfds.empty()) return;
-  if (poll(pfds.data(), pfds.size(), -1) < 0) return;  // EINTR: the caller pumps again
-  char buf[65536];
-  for (size_t i = 0; i < pfds.size(); ++i) {
-    if (pfds[i].revents == 0) continue;
-    Child* c = who[i];
-    const ssize_t n = read(c->fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n > 0) {
-      c->text.append(buf, static_cast<size_t>(n));
-      continue;
+  if (!pfds.empty() && poll(pfds.data(), pfds.size(), -1) >= 0) {  // EINTR: pump again
+    char buf[65536];
+    for (size_t i = 0; i < pfds.size(); ++i) {
+      if (pfds[i].revents == 0) continue;
+      Child* c = who[i];
+      const ssize_t n = read(c->out_fd, buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n > 0) {
+        c->text.append(buf, static_cast<size_t>(n));
+        TakeFrames(c);
+        continue;
+      }
+      c->eof = true;
+      close(c->out_fd);
+      c->out_fd = -1;
     }
-    c->eof = true;
-    close(c->fd);
   }
+  std::vector<Child*> ended;
+  for (const std::unique_ptr<Child>& c : children_)
+    if (c->eof) ended.push_back(c.get());
+  for (Child* c : ended) Reap(c);
 }
 
 std::optional<SeedResult> ForkPool::Next() {
-  if (children_.empty()) return std::nullopt;
-  while (!children_.front()->eof) PumpOnce();
-  const std::unique_ptr<Child> c = std::move(children_.front());
-  children_.erase(children_.begin());
-  if (c->failed_start) return std::move(*c->failed_start);
-  int status = 0;
-  while (waitpid(c->pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  SeedResult r;
-  r.report.seed = c->seed;
-  const std::string& text = c->text;
-  const size_t mark = text.rfind(kMarker);
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && mark != std::string::npos &&
-      Deserialize(std::string_view(text).substr(mark + kMarker.size()), c->seed, &r)) {
-    return r;
-  }
-  r.verdict = Verdict::kCrash;
-  std::string tail = text.substr(0, mark == std::string::npos ? text.size() : mark);
-  if (tail.size() > kCrashTextMax) tail = "..." + tail.substr(tail.size() - kCrashTextMax);
-  while (!tail.empty() && (tail.back() == '\n' || tail.back() == '\r')) tail.pop_back();
-  const std::string how = WIFSIGNALED(status)
-                              ? absl::StrCat("killed by signal ", WTERMSIG(status), " (",
-                                             strsignal(WTERMSIG(status)), ")")
-                              : absl::StrCat("exited with status ", WEXITSTATUS(status));
-  r.message = absl::StrCat(how, tail.empty() ? "" : ": ", tail);
-  r.report.plan_text = simworld::DrawSwarmPlan(c->seed, a_.families, a_.profile).ToString();
-  r.report.shape = simworld::ShapeOf(a_.profile, c->seed);
+  if (order_.empty()) return std::nullopt;
+  while (!order_.front().result) PumpOnce();
+  SeedResult r = std::move(*order_.front().result);
+  order_.pop_front();
   return r;
 }
 

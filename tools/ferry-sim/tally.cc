@@ -59,14 +59,16 @@ std::string Tally::NeverHit() const {
 }
 
 void PrintSummary(const char* argv0, const Args& a, const Tally& t, double secs) {
-  std::printf("ferry-sim: %llu seeds (%llu..%llu), profile %s, mode %s, families %s%s%s: %llu ok",
-              static_cast<unsigned long long>(t.seeds),
-              static_cast<unsigned long long>(t.seeds == 0 ? a.first : t.first_seed),
-              static_cast<unsigned long long>(t.seeds == 0 ? a.last : t.last_seed),
-              std::string(simworld::WorldProfileName(a.profile)).c_str(),
-              a.mode == Mode::kSwarm ? "swarm" : "determinism", a.families.ToString().c_str(),
-              a.mutation_name.empty() ? "" : ", mutation ", a.mutation_name.c_str(),
-              static_cast<unsigned long long>(t.verdicts[0]));
+  std::printf(
+      "ferry-sim: %llu seeds (%llu..%llu), profile %s, wake %s, mode %s, families %s%s%s: %llu ok",
+      static_cast<unsigned long long>(t.seeds),
+      static_cast<unsigned long long>(t.seeds == 0 ? a.first : t.first_seed),
+      static_cast<unsigned long long>(t.seeds == 0 ? a.last : t.last_seed),
+      std::string(simworld::WorldProfileName(a.profile)).c_str(),
+      std::string(simworld::WakeModelName(a.wake)).c_str(),
+      a.mode == Mode::kSwarm ? "swarm" : "determinism", a.families.ToString().c_str(),
+      a.mutation_name.empty() ? "" : ", mutation ", a.mutation_name.c_str(),
+      static_cast<unsigned long long>(t.verdicts[0]));
   for (Verdict v :
        {Verdict::kSafety, Verdict::kLiveness, Verdict::kCrash, Verdict::kNondeterminism})
     std::printf(", %llu %s", static_cast<unsigned long long>(t.verdicts[static_cast<size_t>(v)]),
@@ -130,6 +132,7 @@ std::string JsonlLine(const Args& a, const SeedResult& r) {
   j["seed"] = rep.seed;
   j["profile"] = std::string(simworld::WorldProfileName(a.profile));
   j["families"] = a.families.ToString();
+  j["wake"] = std::string(simworld::WakeModelName(a.wake));
   if (!a.mutation_name.empty()) j["mutation"] = a.mutation_name;
   j["hosts"] = rep.shape.hosts;
   j["nics_per_host"] = rep.shape.nics;

@@ -510,6 +510,78 @@ TEST(EngineContracts, DestroyGiveUpResetsTheContextOnlyWhenAsked) {
   }
 }
 
+// DEVICE_FATAL while the port is down, the link back during the re-open
+// (random-world seed 100857): the closed device's port events die with it,
+// so no PORT_ACTIVE reaches the new context. Each owner queries the port
+// when it resumes (Context::PortActiveNow), finds it active, and a WRITE
+// after the re-open completes, in the order port_err, device_fatal,
+// ctx_reenabled, publish (and no port_active). Switch
+// engine_keep_port_down_after_reenable: the rail keeps "port down" for good
+// and the WRITE never goes. Open (session 11): the port needs 2 ms after it
+// came up before a QP reaches RTR (FabricConfig::rtr_fail_after_active_ns)
+// and the resumed owner retries the handshake at once after each failed
+// RTR: about 625 endpoints toward h1 (and as many at h1) in those 2 ms.
+std::string PortUpDuringTheReopen(uint64_t seed, const base::Mutations& m) {
+  TwoEngines w(seed, sim::NetPlan{}, m, ScenarioConfig());
+  auto seg = w.Open(0, 1);
+  if (!seg.ok()) return "open";
+  if (Run1(w, 0, MakeReq(w, 0, *seg, OpKind::kWrite, 0, 0, 16 * 1024)).first !=
+      TaskStatus::kCompleted)
+    return "warm-up";
+  SteppedEngine& e = *w.host(0).engine;
+  const auto& r = w.host(0).obs->records();
+  const size_t from = r.size();
+  if (!w.fabric().SetLinkUp(0, "sim0", false).ok()) return "link down";
+  w.RunUntil([&] { return Count(r, "port_err", "sim0|", from) >= 2; }, 5'000'000);  // both owners
+  if (Count(r, "port_err", "sim0|", from) < 2) return "no port_err at both owners";
+  sim::ScriptedFault f;
+  f.at_ns = w.clock().NowNs();
+  f.kind = sim::FaultKind::kDeviceFatal;
+  f.target.kind = sim::TargetKind::kDevice;
+  f.target.host = 0;
+  f.target.device = "sim0";
+  if (absl::Status st = w.fabric().Inject(f); !st.ok()) return "inject: " + st.ToString();
+  // The link comes back once the first owner took the fatal event and
+  // before the last one re-opens the device: the dying device's
+  // PORT_ACTIVE goes nowhere.
+  w.RunUntil([&] { return Count(r, "device_fatal", "sim0|", from) >= 1; }, 5'000'000);
+  if (Count(r, "device_fatal", "sim0|", from) != 1 || Find(r, "ctx_reenabled", "", from) >= 0)
+    return "not between the first park and the re-open";
+  if (!w.fabric().SetLinkUp(0, "sim0", true).ok()) return "link up";
+  w.RunUntil([&] { return Count(r, "ctx_resumed", "sim0|", from) >= 2; }, 50'000'000);
+  if (Count(r, "ctx_resumed", "sim0|", from) < 2) return "the owners did not resume";
+  Fill(w, 0, 64 * 1024, 32 * 1024, 83);
+  auto batch = e.AllocateBatch(1);
+  SubmitResult t =
+      w.Submit(0, *batch, {MakeReq(w, 0, *seg, OpKind::kWrite, 64 * 1024, 64 * 1024, 32 * 1024)});
+  if (!t.status.ok()) return "submit";
+  w.RunUntil([&] { return IsTerminal(*e.GetTaskStatus(t.tasks[0])); }, 100'000'000);
+  const TaskStatus st = *e.GetTaskStatus(t.tasks[0]);
+  if (st != TaskStatus::kCompleted || !Holds(w, 1, 64 * 1024, 32 * 1024, 83))
+    return absl::StrCat("a WRITE after the re-open ended ", std::string(TaskStatusName(st)),
+                        " within 100 ms");
+  const int64_t err = Find(r, "port_err", "", from), fatal = Find(r, "device_fatal", "", from),
+                reen = Find(r, "ctx_reenabled", "", from);
+  if (!(err >= 0 && fatal > err && reen > fatal))
+    return absl::StrCat("order port_err=", err, " device_fatal=", fatal, " reenabled=", reen);
+  if (Find(r, "port_active", "", from) >= 0) return "a PORT_ACTIVE reached an owner";
+  return Finish(w);
+}
+
+TEST(EngineContracts, PortUpDuringTheReopenIsSeenAtTheResume) {
+  for (uint64_t s = 1; s <= 3; ++s)
+    ASSERT_EQ(PortUpDuringTheReopen(s, base::Mutations()), "") << "seed " << s;
+}
+
+TEST(EngineContracts, KeepPortDownAfterReenableStallsTheWriteAfterTheReopen) {
+  if (!base::Mutations::kCompiledIn) GTEST_SKIP();
+  base::Mutations m;
+#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
+  m.Enable(base::Mutation::kEngineKeepPortDownAfterReenable);
+#endif
+  EXPECT_EQ(PortUpDuringTheReopen(1, m), "a WRITE after the re-open ended PENDING within 100 ms");
+}
+
 TEST(EngineContracts, DeviceFatalReenablesBumpsVersionAndResumes) {
   for (uint64_t s = 1; s <= 5; ++s)
     ASSERT_EQ(DeviceFatal(s, base::Mutations()), "") << "seed " << s;

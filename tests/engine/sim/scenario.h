@@ -39,6 +39,8 @@ struct ScenarioSpec {
   sim::FabricConfig fabric = TwoEngines::MakeFabricConfig();
   base::Mutations mutations;
   bool warm_up = true;  // one 16 KiB WRITE at offset 0 before the scenario
+  // How owners with WRs outstanding wait (sim/world/engine_runtime.h).
+  simworld::WakeModel wake = simworld::WakeModel::kSpin;
 };
 
 inline std::string ProfileName(sim::RnicProfile p) { return std::string(sim::RnicProfileName(p)); }
@@ -68,8 +70,10 @@ class Scenario {
  public:
   explicit Scenario(ScenarioSpec spec) : spec_(std::move(spec)) {
     spec_.fabric.profile = spec_.profile;
+    simworld::WorldOptions wo;
+    wo.wake = spec_.wake;
     w_ = std::make_unique<TwoEngines>(spec_.seed, sim::NetPlan{}, spec_.mutations, spec_.config,
-                                      spec_.fabric);
+                                      spec_.fabric, wo);
     if (!w_->start_failure().empty()) {
       setup_ = "start: " + w_->start_failure();
       return;

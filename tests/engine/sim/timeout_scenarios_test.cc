@@ -827,8 +827,11 @@ std::string PathName(Path p) {
   return "?";
 }
 
-std::string S18TimeToTerminal(uint64_t seed, RnicProfile p, Path path, uint64_t* took_ns) {
-  ScenarioSpec spec = Spec(seed, p, base::Mutations());
+std::string S18TimeToTerminal(uint64_t seed, RnicProfile p, Path path, uint64_t* took_ns,
+                              simworld::WakeModel wake = simworld::WakeModel::kSpin,
+                              const base::Mutations& m = base::Mutations()) {
+  ScenarioSpec spec = Spec(seed, p, m);
+  spec.wake = wake;
   EngineConfig& c = spec.config;
   c.slice_timeout_ns = 5 * kMs;
   c.drain_timeout_ns = 2 * kMs;
@@ -855,7 +858,9 @@ std::string S18TimeToTerminal(uint64_t seed, RnicProfile p, Path path, uint64_t*
   }
   if (path == Path::kGiveUp) {
     if (std::string f = sc.ArmAll(FaultKind::kDestroyQpFail, kForever); !f.empty()) return f;
-    t_destroy = c.destroy_give_up_ns + kPollNs;  // plus one close / re-open of the context
+    // Plus one close / re-open of the context, and the parked owners'
+    // recheck of the re-enable (kParkedRecheckNs, 100 us).
+    t_destroy = c.destroy_give_up_ns + kPollNs + 100 * kUs;
   }
   auto id = sc.Submit(OpKind::kWrite, 64 * 1024, 64 * 1024, 32 * 1024, 7);
   if (!id.ok()) return "submit";
@@ -878,6 +883,42 @@ std::string S18TimeToTerminal(uint64_t seed, RnicProfile p, Path path, uint64_t*
   if (path == Path::kGiveUp && sc.At({"ctx_reenabled"}) < 0 && sc.At({"destroy_give_up"}) < 0)
     return "give_up: no context reset";
   if (std::string f = sc.NextWriteLands(512 * 1024, 8); !f.empty()) return f;
+  return sc.Finish();
+}
+
+// ---------------------------------------------------------------- 19
+// A port down with work queued toward a peer that has no endpoint yet: the
+// owner waits for PORT_ACTIVE (its inbox), it does not spin. Before session
+// 11 its wait set offered the rail's cooldown end, long past, so work_now
+// held at every step: 20 ms of a down port cost ~40000 worker steps in the
+// sim (and 100 % of a core in the threaded runtime). Then the port comes
+// back and the request completes, in the order port_err, port_active,
+// publish.
+std::string S19PortDownWaitsWithoutSpinning(uint64_t seed, RnicProfile p,
+                                            const base::Mutations& m) {
+  ScenarioSpec spec = Spec(seed, p, m);
+  spec.warm_up = false;  // no endpoint: the request waits in pending_
+  Scenario sc(spec);
+  if (!sc.setup().empty()) return sc.setup();
+  if (!sc.w().fabric().SetLinkUp(0, "sim0", false).ok()) return "link down";
+  sc.RunFor(2 * kMs);  // PORT_ERR reaches the owners
+  if (sc.At({"port_err"}) < 0) return "no port_err";
+  auto id = sc.Submit(OpKind::kWrite, 64 * 1024, 64 * 1024, 16 * 1024, 9);
+  if (!id.ok()) return "submit";
+  const uint64_t steps_before = sc.w().scheduler().steps();
+  sc.RunFor(20 * kMs);
+  const uint64_t steps = sc.w().scheduler().steps() - steps_before;
+  if (steps >= 1000)
+    return absl::StrCat("spun: ", steps, " scheduler steps in 20 ms with the port down");
+  if (sc.Status(*id) != TaskStatus::kPending) return "ended while the port was down";
+  if (!sc.w().fabric().SetLinkUp(0, "sim0", true).ok()) return "link up";
+  sc.RunUntilTerminal({*id}, kSecond);
+  FERRY_SCENARIO_CHECK(sc);
+  if (sc.Status(*id) != TaskStatus::kCompleted || !Holds(sc.w(), 1, 64 * 1024, 16 * 1024, 9))
+    return "ended " + Name(sc.Status(*id));
+  if (std::string o = sc.InOrder({{"port_err"}, {"port_active"}, Scenario::Publish(sc.Label(*id))});
+      !o.empty())
+    return o;
   return sc.Finish();
 }
 
@@ -913,6 +954,7 @@ FERRY_TIMEOUT_SCENARIO(S14QueuedBehindConnectingPublishesAtOnce,
 FERRY_TIMEOUT_SCENARIO(S15DestroyWithCqesQueued, S15DestroyWithCqesQueued)
 FERRY_TIMEOUT_SCENARIO(S16LandedWriteEndsTimeout, S16LandedWriteEndsTimeout)
 FERRY_TIMEOUT_SCENARIO(S17InnocentFlushCostsNoBudget, S17InnocentFlushCostsNoBudget)
+FERRY_TIMEOUT_SCENARIO(S19PortDownWaitsWithoutSpinning, S19PortDownWaitsWithoutSpinning)
 
 TEST_P(Timeout, S13CancelAgainstTimeoutBothOrders) {
   for (uint64_t s = 1; s <= kSeeds; ++s) {
@@ -932,6 +974,21 @@ TEST_P(Timeout, S18TimeToTerminalWithinTheDocumentedBound) {
           << PathName(path) << " seed " << s;
       EXPECT_GE(took, 5 * kMs);
       RecordProperty(absl::StrCat(PathName(path), "_seed", s, "_ns"), std::to_string(took));
+    }
+  }
+}
+
+// The same bound with owners asleep until a CQE (ferry-sim's wake model
+// and the threaded runtime's on real verbs): no path may rely on an owner
+// that polls at every step.
+TEST_P(Timeout, S18TimeToTerminalWithinTheBoundWhenOwnersSleepUntilACqe) {
+  for (Path path :
+       {Path::kFlush, Path::kDestroy, Path::kDestroyBackoff, Path::kGiveUp, Path::kZombieCap}) {
+    for (uint64_t s = 1; s <= 2; ++s) {
+      uint64_t took = 0;
+      ASSERT_EQ(S18TimeToTerminal(s, GetParam(), path, &took, simworld::WakeModel::kCqe), "")
+          << PathName(path) << " seed " << s;
+      EXPECT_GE(took, 5 * kMs);
     }
   }
 }
@@ -1046,6 +1103,22 @@ uint64_t FirstSwarmFailure(base::Mutation k, uint64_t seeds, std::string* messag
     return r.failure == simworld::FailureClass::kSafety ? s : ~s;
   }
   return 0;
+}
+
+// engine_wait_on_passed_cooldown: the owner behind a down port spins.
+TEST_P(TimeoutMutation, WaitOnPassedCooldownSpinsScenario19) {
+  EXPECT_THAT(S19PortDownWaitsWithoutSpinning(1, GetParam(),
+                                              With(base::Mutation::kEngineWaitOnPassedCooldown)),
+              StartsWith("spun: "));
+}
+
+// engine_give_up_not_a_timer: with owners asleep until a CQE the give-up
+// comes at the next destroy backoff, past the documented bound.
+TEST_P(TimeoutMutation, GiveUpNotATimerPassesTheBoundScenario18) {
+  uint64_t took = 0;
+  EXPECT_THAT(S18TimeToTerminal(1, GetParam(), Path::kGiveUp, &took, simworld::WakeModel::kCqe,
+                                With(base::Mutation::kEngineGiveUpNotATimer)),
+              HasSubstr("give_up: 17370500 ns from submit to TIMEOUT, bound 17300000 ns"));
 }
 
 TEST(TimeoutSwarm, RepostLatchedIsFoundWithoutAHint) {
