@@ -158,16 +158,10 @@ WaitSet Worker::WaitSetNow() {
     // the next step reclaims it, so the worker must not sleep.
     if (reclaimable) ws.work_now = true;
   }
-  // The CQs PollAll polls (not a parked rail's, not an errored one).
-  for (uint32_t ci = 0; ci < env_->contexts.size() && !ws.poll_empty; ++ci) {
-    if (rails_[ci].parked) continue;
-    for (uint32_t i = 0; i < env_->contexts[ci]->cqs_per_worker(); ++i) {
-      const hal::CqHandle cq = env_->contexts[ci]->cq(id_, i);
-      if (!cq.valid() || errored_cqs_.contains(cq.id)) continue;
-      const CqQuota* q = QuotaOf(cq);
-      if (q != nullptr && q->AwaitsEmptyPoll()) ws.poll_empty = true;
-    }
-  }
+  ForEachPolledCq([&](hal::CqHandle cq) {
+    const CqQuota* q = QuotaOf(cq);
+    if (q != nullptr && q->AwaitsEmptyPoll()) ws.poll_empty = true;
+  });
   if (!errored_cqs_.empty()) ws.work_now = ws.work_now || retiring_.empty();
   // The earliest task deadline (a lower bound kept by SweepTimeouts and
   // OnSubmit: at worst one early wake, whose sweep refreshes it).
@@ -208,6 +202,17 @@ std::vector<hal::CqHandle> Worker::OwnedCqs() const {
 void Worker::ForEachOwnedCq(absl::FunctionRef<void(hal::CqHandle)> f) const {
   for (Context* c : env_->contexts)
     for (uint32_t i = 0; i < c->cqs_per_worker(); ++i) f(c->cq(id_, i));
+}
+
+void Worker::ForEachPolledCq(absl::FunctionRef<void(hal::CqHandle)> f) const {
+  for (uint32_t ci = 0; ci < env_->contexts.size(); ++ci) {
+    if (rails_[ci].parked) continue;  // its device is being closed and re-opened
+    const Context* c = env_->contexts[ci];
+    for (uint32_t i = 0; i < c->cqs_per_worker(); ++i) {
+      const hal::CqHandle cq = c->cq(id_, i);
+      if (cq.valid() && !errored_cqs_.contains(cq.id)) f(cq);
+    }
+  }
 }
 
 bool Worker::RailPaused(uint32_t ctx) const {

@@ -170,6 +170,8 @@ class Worker {
   // Every CQ this worker owns, in context order.
   std::vector<hal::CqHandle> OwnedCqs() const;
   void ForEachOwnedCq(absl::FunctionRef<void(hal::CqHandle)> f) const;
+  // The owned CQs PollAll polls: not a parked rail's, not an errored one.
+  void ForEachPolledCq(absl::FunctionRef<void(hal::CqHandle)> f) const;
   // True while rail (context) `ctx` is paused (errors or port down).
   bool RailPaused(uint32_t ctx) const;
   size_t LiveEndpoints() const;

@@ -26,30 +26,24 @@ void Worker::PollAll() {
   last_poll_ns_ = now;
   ++stats_.polls;
   std::array<hal::WorkCompletion, kPollBatch> wcs;
-  for (uint32_t ci = 0; ci < env_->contexts.size(); ++ci) {
-    Context* c = env_->contexts[ci];
-    if (rails_[ci].parked) continue;  // its device is being closed and re-opened
-    for (uint32_t i = 0; i < c->cqs_per_worker(); ++i) {
-      const hal::CqHandle cq = c->cq(id_, i);
-      if (!cq.valid() || errored_cqs_.contains(cq.id)) continue;
-      for (uint32_t rounds = 0; rounds < kPollRoundsMax; ++rounds) {
-        CqQuota& ledger = Ledger(cq);
-        const uint64_t ticket = ledger.PollStarted();
-        auto n = env_->verbs->PollCq(cq, absl::MakeSpan(wcs));
-        if (!n.ok()) {
-          // CQ_ERR: its async event starts the recovery.
-          FERRY_CHECK(ledger.PollFinished(ticket, 1).ok());
-          break;
-        }
-        for (uint32_t k = 0; k < *n; ++k) HandleCqe(wcs[k]);
-        auto forgotten = ledger.PollFinished(ticket, *n);
-        FERRY_CHECK(forgotten.ok());
-        // Evidence: destroyed and the CQ polled empty after the destroy.
-        for (hal::QpHandle qp : *forgotten) DetachDestroyed(qp);
-        if (*n == 0) break;
+  ForEachPolledCq([&](hal::CqHandle cq) {
+    for (uint32_t rounds = 0; rounds < kPollRoundsMax; ++rounds) {
+      CqQuota& ledger = Ledger(cq);
+      const uint64_t ticket = ledger.PollStarted();
+      auto n = env_->verbs->PollCq(cq, absl::MakeSpan(wcs));
+      if (!n.ok()) {
+        // CQ_ERR: its async event starts the recovery.
+        FERRY_CHECK(ledger.PollFinished(ticket, 1).ok());
+        break;
       }
+      for (uint32_t k = 0; k < *n; ++k) HandleCqe(wcs[k]);
+      auto forgotten = ledger.PollFinished(ticket, *n);
+      FERRY_CHECK(forgotten.ok());
+      // Evidence: destroyed and the CQ polled empty after the destroy.
+      for (hal::QpHandle qp : *forgotten) DetachDestroyed(qp);
+      if (*n == 0) break;
     }
-  }
+  });
 }
 
 void Worker::HandleCqe(const hal::WorkCompletion& wc) {

@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -301,13 +302,7 @@ ForkPool::~ForkPool() {
     if (c->in_fd >= 0) close(c->in_fd);  // the child's read sees EOF and it exits
     c->in_fd = -1;
   }
-  while (!children_.empty()) {
-    if (!children_.front()->eof) {
-      PumpOnce();
-      continue;
-    }
-    Reap(children_.front().get());
-  }
+  while (!children_.empty()) PumpOnce();  // reads to EOF and reaps each
 }
 
 ForkPool::Started* ForkPool::Find(uint64_t ticket) {
@@ -432,11 +427,7 @@ void ForkPool::Reap(Child* c) {
                                 : absl::StrCat("exited with status ", WEXITSTATUS(status));
     st->result = CrashResult(a_, st->seed, absl::StrCat(how, tail.empty() ? "" : ": ", tail));
   }
-  for (size_t i = 0; i < children_.size(); ++i) {
-    if (children_[i].get() != c) continue;
-    children_.erase(children_.begin() + static_cast<std::ptrdiff_t>(i));
-    return;
-  }
+  std::erase_if(children_, [c](const std::unique_ptr<Child>& p) { return p.get() == c; });
 }
 
 // Reads what any child wrote (blocks until one has output or ends) and

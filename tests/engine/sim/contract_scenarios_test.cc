@@ -397,13 +397,7 @@ std::string DeviceFatal(uint64_t seed, const base::Mutations& m) {
       w.Submit(0, *batch, {MakeReq(w, 0, *seg, OpKind::kWrite, 64 * 1024, 64 * 1024, 96 * 1024)});
   if (!t.status.ok()) return "submit";
   w.RunUntil([] { return false; }, 2'000);
-  sim::ScriptedFault f;
-  f.at_ns = w.clock().NowNs();
-  f.kind = sim::FaultKind::kDeviceFatal;
-  f.target.kind = sim::TargetKind::kDevice;
-  f.target.host = 0;
-  f.target.device = "sim0";
-  if (absl::Status s = w.fabric().Inject(f); !s.ok()) return "inject: " + s.ToString();
+  if (absl::Status s = InjectDeviceFatal(w, 0, "sim0"); !s.ok()) return "inject: " + s.ToString();
   w.RunUntil([&] { return IsTerminal(*e.GetTaskStatus(t.tasks[0])); }, 1'000'000'000);
   const TaskStatus st = *e.GetTaskStatus(t.tasks[0]);
   if (st != TaskStatus::kCompleted || !Holds(w, 1, 64 * 1024, 96 * 1024, 81))
@@ -534,13 +528,8 @@ std::string PortUpDuringTheReopen(uint64_t seed, const base::Mutations& m) {
   if (!w.fabric().SetLinkUp(0, "sim0", false).ok()) return "link down";
   w.RunUntil([&] { return Count(r, "port_err", "sim0|", from) >= 2; }, 5'000'000);  // both owners
   if (Count(r, "port_err", "sim0|", from) < 2) return "no port_err at both owners";
-  sim::ScriptedFault f;
-  f.at_ns = w.clock().NowNs();
-  f.kind = sim::FaultKind::kDeviceFatal;
-  f.target.kind = sim::TargetKind::kDevice;
-  f.target.host = 0;
-  f.target.device = "sim0";
-  if (absl::Status st = w.fabric().Inject(f); !st.ok()) return "inject: " + st.ToString();
+  if (absl::Status st = InjectDeviceFatal(w, 0, "sim0"); !st.ok())
+    return "inject: " + st.ToString();
   // The link comes back once the first owner took the fatal event and
   // before the last one re-opens the device: the dying device's
   // PORT_ACTIVE goes nowhere.

@@ -63,13 +63,7 @@ std::string Prologue(TwoEngines& w, SegmentHandle* seg10) {
   const uint64_t v0 = e0.LocalSegment().version;
   if (Info(w, 1, *seg10).version != v0) return "host 1 holds another version";
   const size_t from = w.host(0).obs->records().size();
-  sim::ScriptedFault f;
-  f.at_ns = w.clock().NowNs();
-  f.kind = sim::FaultKind::kDeviceFatal;
-  f.target.kind = sim::TargetKind::kDevice;
-  f.target.host = 0;
-  f.target.device = "sim0";
-  if (absl::Status s = w.fabric().Inject(f); !s.ok()) return "inject: " + s.ToString();
+  if (absl::Status s = InjectDeviceFatal(w, 0, "sim0"); !s.ok()) return "inject: " + s.ToString();
   w.RunUntil([&] { return Find(w.host(0).obs->records(), "ctx_resumed", "", from) >= 0; },
              1'000'000'000);
   if (Find(w.host(0).obs->records(), "ctx_resumed", "", from) < 0) return "not resumed";

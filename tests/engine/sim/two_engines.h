@@ -45,6 +45,17 @@ inline int64_t Find(const std::vector<LifecycleRecord>& r, std::string_view kind
   return -1;
 }
 
+// DEVICE_FATAL on host h's `device`, now (a scripted fault of the fabric).
+inline absl::Status InjectDeviceFatal(TwoEngines& w, uint32_t h, const std::string& device) {
+  sim::ScriptedFault f;
+  f.at_ns = w.clock().NowNs();
+  f.kind = sim::FaultKind::kDeviceFatal;
+  f.target.kind = sim::TargetKind::kDevice;
+  f.target.host = h;
+  f.target.device = device;
+  return w.fabric().Inject(f);
+}
+
 // Submits one request from host `from` and runs until it is terminal (or
 // time_max_ns). Returns its status and id (INVALID if the submit failed).
 inline std::pair<TaskStatus, TaskId> Run1(TwoEngines& w, uint32_t from, const Request& r,
