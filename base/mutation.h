@@ -64,6 +64,8 @@ enum class Mutation : uint32_t {
                                  // as a timer, so its owner spins while slices wait for it
   kEngineGiveUpNotATimer,        // engine: the destroy give-up is no timer of its own (an owner
                                  // asleep between destroy backoffs gives up late)
+  kEngineEvictBusyAsIdle,        // engine: eviction's idle test ignores posted WRs, so an
+                                 // endpoint with WRs on the RNIC is taken as an idle victim
   kCount,
 };
 
@@ -169,6 +171,8 @@ inline std::string_view MutationName(Mutation m) {
       return "engine_wait_on_passed_cooldown";
     case Mutation::kEngineGiveUpNotATimer:
       return "engine_give_up_not_a_timer";
+    case Mutation::kEngineEvictBusyAsIdle:
+      return "engine_evict_busy_as_idle";
     case Mutation::kCount:
       break;
   }

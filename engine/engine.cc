@@ -276,7 +276,13 @@ void EngineImpl::DescriptorArrived(uint64_t token, const SegmentDescriptor& d) {
   {
     base::MutexLock l(&mu_);
     auto it = opens_.find(token);
-    if (it == opens_.end() || d.address != it->second.address) return;
+    if (it == opens_.end()) {
+      // An answer of a refetch that already ended (a resent DESC_REQ's
+      // second answer, a duplicate, one overtaken): it changes nothing.
+      if (ended_refetches_.contains(token)) ++late_refetch_answers_;
+      return;
+    }
+    if (d.address != it->second.address) return;
     if (it->second.segment == 0) {
       it->second.descriptor = d;  // a user's open: PollOpenSegment takes it
       return;
@@ -284,6 +290,7 @@ void EngineImpl::DescriptorArrived(uint64_t token, const SegmentDescriptor& d) {
     // A refetch: the first answer ends it (duplicates find no entry).
     segment = it->second.segment;
     opens_.erase(it);
+    NoteRefetchEnded(token);
     auto sit = segments_.find(segment);
     if (sit == segments_.end() || sit->second.refetch_token != token) return;
     PeerSegment& ps = sit->second;
@@ -319,6 +326,13 @@ void EngineImpl::DescriptorArrived(uint64_t token, const SegmentDescriptor& d) {
     }
   }
   Note(listener, event, d.address, segment, d.version);
+}
+
+void EngineImpl::NoteRefetchEnded(uint64_t token) {
+  ended_refetches_.insert(token);
+  // Bounded: tokens grow, so the oldest is the first.
+  if (ended_refetches_.size() > kEndedRefetchesMax)
+    ended_refetches_.erase(ended_refetches_.begin());
 }
 
 void EngineImpl::RemoteAccessError(uint32_t worker, uint64_t segment, uint64_t version) {
@@ -378,6 +392,7 @@ void EngineImpl::RefetchTick() {
           ++sit->second.refetches_given_up;
           actions.push_back(Action{o.address, it->first, o.segment, 0});
         }
+        NoteRefetchEnded(it->first);
         it = opens_.erase(it);
         continue;
       }
@@ -469,7 +484,10 @@ absl::Status EngineImpl::CloseSegment(SegmentHandle segment) {
       if (t->segment == segment.id && !IsTerminal(t->task->status()))
         return absl::FailedPreconditionError(
             "CloseSegment: a task that targets the segment is pending");
-  if (it->second.refetch_token != 0) opens_.erase(it->second.refetch_token);
+  if (it->second.refetch_token != 0) {
+    opens_.erase(it->second.refetch_token);
+    NoteRefetchEnded(it->second.refetch_token);
+  }
   segments_.erase(it);
   segment_ranges_.erase(segment.id);
   return absl::OkStatus();

@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -118,6 +119,10 @@ class EngineImpl {
   const EngineConfig& config() const { return config_; }
   const EngineEnv& env() const { return env_; }
   uint64_t incarnation() const { return incarnation_; }
+  uint64_t late_refetch_answers() const {
+    base::MutexLock l(&mu_);
+    return late_refetch_answers_;
+  }
 
  private:
   struct Region {
@@ -168,6 +173,8 @@ class EngineImpl {
   void Note(uint32_t worker, std::string_view kind, std::string_view key, uint64_t a,
             uint64_t b) const;
   void SendDescReq(const std::string& address, uint64_t token) const;
+  // Remembers an ended refetch's token, so a late answer of it is counted.
+  void NoteRefetchEnded(uint64_t token) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Wake(uint32_t w) {
     if (wake_) wake_(w);
   }
@@ -194,6 +201,12 @@ class EngineImpl {
   std::map<uint64_t, OpenState> opens_ ABSL_GUARDED_BY(mu_);
   uint64_t next_segment_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<uint64_t, PeerSegment> segments_ ABSL_GUARDED_BY(mu_);
+  // The last kEndedRefetchesMax refetch tokens that ended, and the answers
+  // that arrived for one of them (docs/simulator.md 9.5: the probe of a
+  // refetch answer that comes late or reordered).
+  static constexpr size_t kEndedRefetchesMax = 64;
+  std::set<uint64_t> ended_refetches_ ABSL_GUARDED_BY(mu_);
+  uint64_t late_refetch_answers_ ABSL_GUARDED_BY(mu_) = 0;
   // C8 lookups: registered local ranges and each open segment's buffers.
   engine::RangeSet mr_ranges_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, engine::RangeSet> segment_ranges_ ABSL_GUARDED_BY(mu_);

@@ -90,6 +90,7 @@ std::vector<hal::CqHandle> SteppedEngine::WorkerCqs(uint32_t w) const {
 
 // ---- reading
 uint64_t SteppedEngine::incarnation() const { return impl_->incarnation(); }
+uint64_t SteppedEngine::late_refetch_answers() const { return impl_->late_refetch_answers(); }
 std::shared_ptr<const Task> SteppedEngine::TaskOf(TaskId task) const { return impl_->TaskOf(task); }
 uint64_t SteppedEngine::RefetchTokenOf(SegmentHandle segment) const {
   return impl_->RefetchTokenOf(segment);

@@ -123,6 +123,9 @@ class SteppedEngine {
 
   // ---- reading
   uint64_t incarnation() const;
+  // Answers of a descriptor refetch that arrived after it ended (late,
+  // duplicated or overtaken); each changed nothing.
+  uint64_t late_refetch_answers() const;
   // The task behind `task` (the oracle reads its slice words); nullptr when
   // unknown.
   std::shared_ptr<const Task> TaskOf(TaskId task) const;

@@ -65,7 +65,8 @@ absl::StatusOr<Endpoint*> Worker::NewEndpoint(const Key& key) {
   // queued slices); the victim retires and its key is free at once.
   auto idle = [this](const EndpointKey& k, const std::unique_ptr<Endpoint>& ep) {
     auto it = pending_.find(Key{ep->context(), k.peer_nic_path});
-    return ep->Outstanding() == 0 && (it == pending_.end() || it->second.empty());
+    const bool no_wrs = ep->Outstanding() == 0 || Mut(base::Mutation::kEngineEvictBusyAsIdle);
+    return no_wrs && (it == pending_.end() || it->second.empty());
   };
   auto ins = stores_[key.first]->Insert(StoreKey(key), std::move(*made), idle);
   FERRY_CHECK(ins.ok());

@@ -19,9 +19,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/inspect.h"
@@ -79,6 +81,11 @@ class SimObserver final : public LifecycleObserver {
   uint32_t WorkerActor(uint32_t w) const { return first_actor_ + w; }
   const std::vector<LifecycleRecord>& records() const { return records_; }
   const std::string& tag() const { return tag_; }
+  // The QPs of the endpoint an "ep_create" record named (worker, key,
+  // generation): those its worker created since its previous record (the
+  // engine reports an endpoint's QPs right before its "ep_create"). Empty
+  // when unknown or destroyed ("ep_destroyed" forgets them).
+  std::vector<hal::QpHandle> QpsOf(uint32_t worker, const std::string& key, uint64_t gen) const;
 
  private:
   sim::Fabric* fabric_;
@@ -88,6 +95,10 @@ class SimObserver final : public LifecycleObserver {
   std::vector<LifecycleRecord> records_;
   Hook hook_;
   bool detached_ = false;
+  // QPs created by each worker since its last record; an "ep_create" takes
+  // them for its endpoint (ordered map: no pointer or hash order).
+  std::map<uint32_t, std::vector<hal::QpHandle>> fresh_qps_;
+  std::map<std::tuple<uint32_t, std::string, uint64_t>, std::vector<hal::QpHandle>> endpoint_qps_;
 };
 
 // How a worker actor with WRs outstanding (WaitSet::poll_now) waits:

@@ -35,7 +35,7 @@ constexpr std::array<std::string_view, 40> kLifecycleProbes = {
     "zombie_escalate", "req_parked",   "rep_mismatch", "refetch_applied", "req_other_target",
 };
 
-constexpr std::array<std::string_view, 21> kCounterProbes = {
+constexpr std::array<std::string_view, 22> kCounterProbes = {
     "w.stale_cqes",
     "w.zombie_escalations",
     "w.cq_recreated",
@@ -57,6 +57,7 @@ constexpr std::array<std::string_view, 21> kCounterProbes = {
     "world.cancels_while_posted",      // a cancel raced WRs on the RNIC
     "world.late_success_after_latch",  // a slice succeeded after its task latched
     "world.cq_quota_full",             // CQ-full back-pressure (quota at cqe_limit)
+    "world.refetch_answers_late",      // a refetch answer after its refetch ended (changed nothing)
 };
 
 // One of three menu entries, drawn whether used or not.
@@ -352,6 +353,7 @@ void CollectReport(TwoEngines& w, const SwarmPlan& plan, size_t trace_record_max
   r.probes["world.cancels_while_posted"] += wc.cancels_while_posted;
   r.probes["world.late_success_after_latch"] += wc.late_success_after_latch;
   r.probes["world.cq_quota_full"] += wc.cq_quota_full;
+  r.probes["world.refetch_answers_late"] += w.late_refetch_answers();
   for (const auto& [reason, n] : nc.dropped)
     if (n != 0) r.probes[absl::StrCat("net.drop.", std::string(sim::NetDropName(reason)))] += n;
   for (uint32_t h = 0; h < w.host_count(); ++h) {

@@ -270,9 +270,11 @@ absl::Status TwoEngines::Restart(uint32_t h) {
   // endpoint was restarted above, so freeing it unbinds nothing.
   if (hs.proc_verbs != nullptr) hs.proc_verbs->Kill();
   if (hs.obs != nullptr) hs.obs->Detach();
-  if (hs.engine != nullptr)
+  if (hs.engine != nullptr) {
     for (uint32_t w = 0; w < hs.engine->worker_count(); ++w)
       dead_stats_.push_back(hs.engine->StatsOf(w));
+    dead_late_refetch_answers_ += hs.engine->late_refetch_answers();
+  }
   hs.rt.reset();
   hs.engine.reset();
   hs.proc_verbs.reset();
@@ -443,6 +445,10 @@ void TwoEngines::OnEngineEvent(uint32_t h, const LifecycleRecord& r, const engin
   // retire in the same step is another cause's (seed 7012247: a GID
   // change re-handshakes right after a stale REQ was answered).
   if (last_req_[h].set && last_req_[h].worker == r.worker) last_req_[h].set = false;
+  if (r.kind == "ep_evict") {
+    CheckIdleEviction(h, r);
+    return;
+  }
   if (r.kind == "refetch_start" || r.kind == "refetch_applied") {
     // A refetch answer with a lower or equal version changes nothing: an
     // applied descriptor is newer than every version the segment had.
@@ -478,6 +484,24 @@ void TwoEngines::OnEngineEvent(uint32_t h, const LifecycleRecord& r, const engin
                       " qpn=", r.a,
                       ", which holds no WR of the task with an unconsumed "
                       "completion (a stale sweep entry)"));
+}
+
+// Eviction by ground truth: an endpoint the engine evicts as idle
+// ("ep_evict" with b = 1) has no WR on the RNIC that has not completed (the
+// engine frees a WR's slot only at its CQE, so an idle endpoint's QPs hold
+// none). A busy victim (b = 0) is the store's documented last resort when
+// no idle endpoint is left (docs/architecture.md section 6) and is not
+// judged here. Judged on the evicting worker's step, before anything else
+// moves.
+void TwoEngines::CheckIdleEviction(uint32_t h, const LifecycleRecord& r) {
+  if (r.b != 1 || hosts_[h].obs == nullptr) return;
+  for (const hal::QpHandle qp : hosts_[h].obs->QpsOf(r.worker, r.key, r.a)) {
+    const absl::StatusOr<uint64_t> n = fabric_.OutstandingOf(qp);
+    if (n.ok() && *n > 0)
+      Fail(absl::StrCat("evicted_busy_endpoint: h", h, " evicted ", r.key, " generation ", r.a,
+                        " as idle while its qp ", qp.id, " held ", *n,
+                        " WR(s) on the RNIC with no completion"));
+  }
 }
 
 // C6 by ground truth: a REQ that the peer's current endpoint did not send
@@ -836,6 +860,13 @@ std::vector<const SimObserver*> TwoEngines::observers() const {
   for (const HostState& hs : hosts_)
     if (hs.obs != nullptr) out.push_back(hs.obs.get());
   return out;
+}
+
+uint64_t TwoEngines::late_refetch_answers() const {
+  uint64_t n = dead_late_refetch_answers_;
+  for (const HostState& hs : hosts_)
+    if (hs.engine != nullptr) n += hs.engine->late_refetch_answers();
+  return n;
 }
 
 std::vector<engine::WorkerStats> TwoEngines::worker_stats() const {

@@ -273,6 +273,9 @@ class TwoEngines {
   // Worker counters of every incarnation: the dead ones' as they were when
   // their process exited, then the live engines'.
   std::vector<engine::WorkerStats> worker_stats() const;
+  // Refetch answers that arrived after their refetch ended, every process
+  // of the run (the exited ones too).
+  uint64_t late_refetch_answers() const;
 
   HostState& host(uint32_t h) { return hosts_[h]; }
   uint32_t host_count() const { return static_cast<uint32_t>(hosts_.size()); }
@@ -300,6 +303,7 @@ class TwoEngines {
   void ApplyFault(const WorldFault& f);
   void OnEngineEvent(uint32_t h, const LifecycleRecord& r, const engine::Task* task);
   void CheckStaleAccept(uint32_t h, const LifecycleRecord& r);
+  void CheckIdleEviction(uint32_t h, const LifecycleRecord& r);
   void StopFaults();
   void Resume(uint32_t h);
   bool Alive(uint32_t h) const {
@@ -326,6 +330,7 @@ class TwoEngines {
   // Worker counters of engines whose process exited (the engines are freed
   // at the exit, their teardown against a dead ProcessVerbs).
   std::vector<engine::WorkerStats> dead_stats_;
+  uint64_t dead_late_refetch_answers_ = 0;
   uint32_t restarts_ = 0;
   sim::RunResult last_run_;
   std::vector<Tracked> tracked_;

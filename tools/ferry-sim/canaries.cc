@@ -42,6 +42,7 @@ constexpr Canary kCanaries[] = {
     {base::Mutation::kEngineStaleCqeAnyGeneration, "stale CQE applied to a new slice"},
     {base::Mutation::kEngineCompleteAfterDeadline, "C2 COMPLETED after the deadline passed"},
     {base::Mutation::kEngineC2TimeoutSpills, "C2 a timeout retire fails an innocent slice"},
+    {base::Mutation::kEngineEvictBusyAsIdle, "a busy endpoint evicted as idle"},
 };
 
 }  // namespace

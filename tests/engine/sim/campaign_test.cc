@@ -423,5 +423,21 @@ TEST(CampaignRegression, Seed7012247ARetireAfterAStaleAnswerIsNotTheAccepts) {
                    "stale_req_accepted: h0 retired its READY endpoint", /*stall=*/true);
 }
 
+// The eviction rule (evicted_busy_endpoint, sim/world/two_engines.cc): an
+// endpoint the engine evicts as idle holds no WR on the RNIC. Switch
+// `engine_evict_busy_as_idle` makes eviction's idle test ignore posted WRs;
+// the canary run (cqe wake, every family) catches it at seed 6, the first
+// of 27 in seeds 1..200. Clean, seed 6 evicts and passes busy endpoints
+// over (an idle victim taken while a busy one was in the store).
+TEST(CampaignRegression, Seed6AnEndpointEvictedAsIdleHoldsNoWr) {
+  const simworld::SwarmReport clean =
+      ExpectCleanThrough(6, "ep_evict", 1, /*stall=*/true, simworld::WakeModel::kCqe);
+  EXPECT_GE(clean.probes.at("w.busy_passed_over"), 1u);
+  ExpectFoundUnder(6, {base::Mutation::kEngineEvictBusyAsIdle}, simworld::FailureClass::kSafety,
+                   "evicted_busy_endpoint: h5 evicted sim0|h3:1000@sim0 generation 1 as idle "
+                   "while its qp 5 held 2 WR(s) on the RNIC with no completion",
+                   /*stall=*/true, simworld::WakeModel::kCqe);
+}
+
 }  // namespace
 }  // namespace ferry::engine::testing

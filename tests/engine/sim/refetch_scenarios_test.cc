@@ -204,6 +204,53 @@ TEST(Refetch, SameVersionAnswerAppliedIsCaughtByTheOracle) {
 }
 #endif
 
+// Two answers to one refetch, the older overtaken (the test answers in host
+// 0's name; the real request is cut): the newer applies and ends the
+// refetch; the older one, arriving after, finds no refetch, changes
+// nothing and is counted (late_refetch_answers, the campaign's probe
+// world.refetch_answers_late).
+std::string OvertakenAnswer(uint64_t seed) {
+  TwoEngines w(seed, sim::NetPlan{}, base::Mutations(), ScenarioConfig());
+  SegmentHandle seg10;
+  if (std::string p = Prologue(w, &seg10); !p.empty()) return p;
+  const std::string a0 = w.host(0).addr, a1 = w.host(1).addr;
+  const uint64_t v_old = Info(w, 1, seg10).version;
+  const uint64_t v_new = w.host(0).engine->LocalSegment().version;
+  if (v_new <= v_old) return "no newer version to answer with";
+  const size_t from = w.host(1).obs->records().size();
+  if (std::string f = FailFirstRead(w, seg10, from); !f.empty()) return f;
+  if (!w.net().Partition(a1, a0, sim::PartitionDir::kOneWay).ok()) return "partition";
+  DescMessage rep;
+  rep.type = DescType::kRep;
+  rep.token = w.host(1).engine->RefetchTokenOf(seg10);
+  if (rep.token == 0) return "no refetch token";
+  rep.descriptor = w.host(0).engine->LocalSegment();
+  if (!w.host(0).net->Send(a1, EncodeDesc(rep)).ok()) return "send newer";
+  w.RunUntil([&] { return !Info(w, 1, seg10).refetch_in_flight; }, 100'000'000);
+  if (w.host(1).engine->late_refetch_answers() != 0) return "late answer counted early";
+  rep.descriptor.version = v_old;
+  if (!w.host(0).net->Send(a1, EncodeDesc(rep)).ok()) return "send older";
+  w.RunUntil([&] { return w.host(1).engine->late_refetch_answers() != 0; }, 100'000'000);
+  const SegmentInfo i = Info(w, 1, seg10);
+  if (w.host(1).engine->late_refetch_answers() != 1)
+    return absl::StrCat("late answers ", w.host(1).engine->late_refetch_answers(), ", want 1");
+  if (i.version != v_new || i.stale || i.refetches_applied != 1 || i.refetches_unchanged != 0)
+    return absl::StrCat("the overtaken answer changed something: version ", i.version, " applied ",
+                        i.refetches_applied, " unchanged ", i.refetches_unchanged);
+  const auto& r = w.host(1).obs->records();
+  const int64_t start = Find(r, "refetch_start", "", from),
+                applied = Find(r, "refetch_applied", "", from);
+  if (!(start >= 0 && applied > start)) return "order start/applied";
+  if (Find(r, "refetch_unchanged", "", from) >= 0) return "the late answer was judged";
+  if (!w.net().Heal(a1, a0).ok()) return "heal";
+  if (std::string c = ReadCompletes(w, seg10); !c.empty()) return c;
+  return Finish(w);
+}
+
+TEST(Refetch, AnOvertakenAnswerChangesNothingAndIsCounted) {
+  for (uint64_t s = 1; s <= 3; ++s) ASSERT_EQ(OvertakenAnswer(s), "") << "seed " << s;
+}
+
 // Control-network loss during the refetch. heal_after_ns > 0: h1 -> h0 is
 // cut from the first request until then; the refetch resends every
 // handshake_timeout_ns and the first resend after the heal gets through.
