@@ -54,18 +54,20 @@ enum class Mutation : uint32_t {
                              // was not COMPLETED may still write
   kSimDupCqeNoRoom,          // sim: a dup_cqe copy lands in a CQ with no room for it (overrun)
   kSimUnhangWithoutFlush,    // sim: a hung QP moved to ERR does not flush when it recovers
-  kEngineCompleteAfterDeadline,  // engine: a slice resolved after the deadline ends COMPLETED
-  kEngineRefetchAnyVersion,      // engine: a refetch answer is applied whatever its version
-  kEngineC6AcceptOtherTarget,    // engine: a REQ naming an earlier incarnation of us is accepted,
-                                 // and slices bound to one peer incarnation post on another's QPs
-  kEnginePortStateAtReenable,    // engine: a resuming owner takes the port state queried at the
-                                 // re-enable, undoing a PORT_ACTIVE it has seen since
-  kEngineWaitOnPassedCooldown,   // engine: a rail whose port is down offers its passed cooldown
-                                 // as a timer, so its owner spins while slices wait for it
-  kEngineGiveUpNotATimer,        // engine: the destroy give-up is no timer of its own (an owner
-                                 // asleep between destroy backoffs gives up late)
-  kEngineEvictBusyAsIdle,        // engine: eviction's idle test ignores posted WRs, so an
-                                 // endpoint with WRs on the RNIC is taken as an idle victim
+  kEngineCompleteAfterDeadline,    // engine: a slice resolved after the deadline ends COMPLETED
+  kEngineRefetchAnyVersion,        // engine: a refetch answer is applied whatever its version
+  kEngineC6AcceptOtherTarget,      // engine: a REQ naming an earlier incarnation of us is accepted,
+                                   // and slices bound to one peer incarnation post on another's QPs
+  kEnginePortStateAtReenable,      // engine: a resuming owner takes the port state queried at the
+                                   // re-enable, undoing a PORT_ACTIVE it has seen since
+  kEngineWaitOnPassedCooldown,     // engine: a rail whose port is down offers its passed cooldown
+                                   // as a timer, so its owner spins while slices wait for it
+  kEngineGiveUpNotATimer,          // engine: the destroy give-up is no timer of its own (an owner
+                                   // asleep between destroy backoffs gives up late)
+  kEngineEvictBusyAsIdle,          // engine: eviction's idle test ignores posted WRs, so an
+                                   // endpoint with WRs on the RNIC is taken as an idle victim
+  kEngineC6ForgetReplacedAtReady,  // engine: an endpoint READY with a new incarnation of its
+                                   // peer does not mark the one it last paired with replaced
   kCount,
 };
 
@@ -173,6 +175,8 @@ inline std::string_view MutationName(Mutation m) {
       return "engine_give_up_not_a_timer";
     case Mutation::kEngineEvictBusyAsIdle:
       return "engine_evict_busy_as_idle";
+    case Mutation::kEngineC6ForgetReplacedAtReady:
+      return "engine_c6_forget_replaced_at_ready";
     case Mutation::kCount:
       break;
   }

@@ -307,6 +307,7 @@ class Worker {
   void Retire(const Key& key, RetireReason why);
   void Retire(Endpoint* ep, RetireReason why);
   void RememberReplaced(const Key& key, uint64_t incarnation);
+  void NoteReadyIncarnation(const Key& key, uint64_t incarnation);
   bool WasReplaced(const Key& key, uint64_t incarnation) const;
   // Records (incarnation, generation) as seen from the peer of `key`; true
   // if that generation is older than one already seen of the same
@@ -386,6 +387,11 @@ class Worker {
   // the peer has reused since) would mispair them (C6).
   std::map<Key, std::pair<uint64_t, uint64_t>> peer_gen_seen_;  // -> (incarnation, generation)
   std::deque<Key> peer_gen_order_;
+  // Per key, the peer incarnation its last READY endpoint was paired with
+  // (bounded: kReplacedKeysMax keys, FIFO); a READY with another marks
+  // that one replaced.
+  std::map<Key, uint64_t> ready_incarnation_;
+  std::deque<Key> ready_order_;
   std::map<Key, std::deque<Pending>, KeyLess> pending_;
   std::vector<Slot> slots_;
   std::vector<uint32_t> free_slots_;

@@ -450,8 +450,31 @@ bool Worker::ToRtsAndReady(Endpoint* ep, const Key& key, uint64_t peer_generatio
   }
   ep->MarkReady();
   ++stats_.handshakes_done;
+  FERRY_CHECK(ep->peer().has_value());  // READY only once the peer is recorded
+  NoteReadyIncarnation(key, ep->peer()->incarnation);
   NoteEvent("ep_ready", key, ep->generation(), peer_generation);
   return true;
+}
+
+// C6: READY means the process at the peer's address answered this
+// handshake, so the incarnation the key was last READY with, if another,
+// has exited: a delayed REQ of it is STALE from now on (WasReplaced), even
+// when no REQ of the new one retired our endpoint (the old endpoint died of
+// errors or eviction first). Property EngineStateProp found it (a port flap,
+// a restart and duplicated, reordered control messages).
+void Worker::NoteReadyIncarnation(const Key& key, uint64_t incarnation) {
+  auto [it, fresh] = ready_incarnation_.try_emplace(key, incarnation);
+  if (fresh) {
+    ready_order_.push_back(key);
+    if (ready_order_.size() > kReplacedKeysMax) {
+      ready_incarnation_.erase(ready_order_.front());
+      ready_order_.pop_front();
+    }
+    return;
+  }
+  if (it->second != incarnation && !Mut(base::Mutation::kEngineC6ForgetReplacedAtReady))
+    RememberReplaced(key, it->second);
+  it->second = incarnation;
 }
 
 void Worker::OnStaleOrError(const HandshakeMessage& m, const std::string& from) {

@@ -3,17 +3,26 @@
 //
 // Owns: the model (the user's ledger: which tasks were submitted, from which
 // host and buffer slot, which were invalid, canceled, reused, and which host
-// processes restarted) and eight commands over a two-engine world
-// (sim/world/two_engines.h, oracle on at every scheduler step): Submit (a
-// READ or WRITE of 1 byte..64 KiB, some invalid), Advance (virtual time),
-// Inject (a scripted RNIC fault on a live QP or a device), Cancel,
+// processes restarted) and ten commands over a simulated world of three
+// hosts (sim/world/two_engines.h, oracle on at every scheduler step): the
+// model's two hosts h0 and h1, and h2, a bystander whose transfers into
+// h0 or h1 evict their endpoints. Submit (a READ or WRITE of 1 byte..64
+// KiB, some invalid), Advance (virtual time), Inject (a scripted RNIC fault
+// on a live QP or a device: flush, late CQE, hung QP, failed destroy or
+// modify, loss, port flap, a hung QP that recovers, a held move to ERR, a
+// CQE delivered twice, a fatal device, a GID change), NetFaults (the
+// control network duplicates, reorders and delays for a while), Cancel,
 // ReuseBuffer (poison the local buffer of a terminal task), RestartPeer,
-// Unregister (refused while a task is pending) and FreeBatch (the same).
+// Evict (h2 writes into h0 or h1: a passive accept there, which evicts when
+// the case drew a store of one endpoint), and Unregister, CloseSegment and
+// FreeBatch (each refused while a task is pending). Each case draws its
+// owners per context (1 or 2) and endpoint store capacity (1 or 32).
 // After every command: the oracle and the fabric hold (DMA after publish,
 // evidence at publish, posts after a latch, quota, pairing), a published
 // status never changes, an invalid submit created nothing. At the end a
 // Drain stops the faults and asserts liveness: every task of a live process
-// terminal within bounded virtual time, then a clean shutdown with no leak.
+// terminal within bounded virtual time (h2's too), then a clean shutdown
+// with no leak.
 //
 // Shrinking is stable: the world's root seed is drawn once per case and the
 // world is a deterministic function of it and the commands, so a shrunk
@@ -31,8 +40,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -49,6 +60,12 @@ using simworld::TwoEngines;
 constexpr uint64_t kSlotBytes = 64 * 1024;
 constexpr uint32_t kSlots = 8;  // per host: local slots at [0, 512 KiB), remote at [512 KiB, 1 MiB)
 constexpr uint64_t kRemoteBase = kSlots * kSlotBytes;
+// h2's transfers: 4 KiB each, from h2's slot k at [k * 4 KiB) into the
+// target's [1 MiB + k * 4 KiB), which the model's tasks never touch.
+constexpr uint32_t kEvictsMax = 16;
+constexpr uint64_t kEvictBytes = 4096;
+constexpr uint64_t kEvictBase = 1 << 20;
+constexpr size_t kWorldBufBytes = 2 << 20;
 
 struct ModelTask {
   uint32_t host = 0;
@@ -60,15 +77,20 @@ struct Model {
   uint32_t next_slot[2] = {0, 0};
   uint32_t incarnation[2] = {0, 0};
   uint32_t restarts = 0;
+  uint32_t evicts = 0;
 };
 
 struct Sut {
   std::unique_ptr<TwoEngines> w;
   SegmentHandle seg[2];
-  std::vector<TaskId> ids;       // by model task index
-  std::vector<TaskStatus> seen;  // last status read, by model task index
-  std::vector<bool> reused;      // poisoned after terminal
-  bool timeouts = false, partial_destroy = false, cancels = false, reconnects = false;
+  std::vector<TaskId> ids;                             // by model task index
+  std::vector<TaskStatus> seen;                        // last status read, by model task index
+  std::vector<bool> reused;                            // poisoned after terminal
+  std::vector<SegmentHandle> task_seg;                 // the segment each task targets
+  std::optional<SegmentHandle> seg2[2];                // h2's open segments of h0, h1
+  std::vector<std::pair<uint32_t, TaskId>> evict_ids;  // h2's tasks (target, id)
+  bool timeouts = false, partial_destroy = false, cancels = false, reconnects = false,
+       evictions = false, net_faults = false;
 
   engine::SteppedEngine& E(uint32_t h) { return *w->host(h).engine; }
   // The oracle's verdict and the statuses' stability, after every command.
@@ -89,6 +111,11 @@ struct Sut {
       auto s = w->Open(h, 1 - h);
       if (!s.ok()) return s.status();
       seg[h] = *s;
+      if (seg2[h].has_value()) {
+        auto s2 = w->Open(2, h);  // a restarted peer: h2 opens it again
+        if (!s2.ok()) return s2.status();
+        seg2[h] = *s2;
+      }
     }
     return absl::OkStatus();
   }
@@ -124,7 +151,7 @@ struct Submit : Cmd {
     Request r = simworld::MakeReq(*s.w, host, s.seg[host], write ? OpKind::kWrite : OpKind::kRead,
                                   slot * kSlotBytes, kRemoteBase + slot * kSlotBytes, len);
     if (invalid == 1) r.length_bytes = 0;
-    if (invalid == 2) r.local_addr += simworld::kBufBytes;
+    if (invalid == 2) r.local_addr += s.w->host(host).buf.size();
     if (invalid == 3) r.segment = SegmentHandle{9999};
     if (write && invalid == 0)
       simworld::Fill(*s.w, host, slot * kSlotBytes, len, 1 + m.tasks.size());
@@ -144,6 +171,7 @@ struct Submit : Cmd {
       s.ids.push_back(sr.tasks[0]);
       s.seen.push_back(TaskStatus::kPending);
       s.reused.push_back(false);
+      s.task_seg.push_back(r.segment);
     }
     s.Check(nextState(m));
   }
@@ -169,19 +197,26 @@ struct Advance : Cmd {
 
 struct Inject : Cmd {
   uint32_t host = *rc::gen::inRange<uint32_t>(0, 2);
-  sim::FaultKind kind =
-      *rc::gen::element(sim::FaultKind::kWrFlush, sim::FaultKind::kLateCqe, sim::FaultKind::kHungQp,
-                        sim::FaultKind::kDestroyQpFail, sim::FaultKind::kModifyQpFail,
-                        sim::FaultKind::kPacketLoss, sim::FaultKind::kPortFlap);
+  sim::FaultKind kind = *rc::gen::element(
+      sim::FaultKind::kWrFlush, sim::FaultKind::kLateCqe, sim::FaultKind::kHungQp,
+      sim::FaultKind::kDestroyQpFail, sim::FaultKind::kModifyQpFail, sim::FaultKind::kPacketLoss,
+      sim::FaultKind::kPortFlap, sim::FaultKind::kHungQpRecover, sim::FaultKind::kQpErrHold,
+      sim::FaultKind::kDupCqe, sim::FaultKind::kDeviceFatal, sim::FaultKind::kGidChange);
   uint32_t qp_index = *rc::gen::inRange<uint32_t>(0, 2);
   uint32_t times = *rc::gen::inRange<uint32_t>(1, 6);
+  // The stall kinds' length: a hang that recovers, a held move to ERR, a
+  // CQE's second copy; up to twice the slice timeout, so late successes
+  // race timeouts.
+  uint64_t duration_ns = *rc::gen::inRange<uint64_t>(100'000, 40'000'000);
   void run(const Model& m, Sut& s) const override {
     sim::ScriptedFault f;
     f.at_ns = s.w->clock().NowNs();
     f.kind = kind;
+    f.duration_ns = duration_ns;
     f.target.host = host;
     f.target.device = "sim0";
-    if (kind == sim::FaultKind::kPortFlap) {
+    if (kind == sim::FaultKind::kPortFlap || kind == sim::FaultKind::kDeviceFatal ||
+        kind == sim::FaultKind::kGidChange) {
       f.target.kind = sim::TargetKind::kDevice;
     } else {
       const std::string peer = s.w->host(1 - host).addr + "@sim0";
@@ -191,7 +226,12 @@ struct Inject : Cmd {
       f.target.number = ep->qpns()[qp_index];
       if (kind == sim::FaultKind::kDestroyQpFail) s.partial_destroy = true;
     }
-    for (uint32_t i = 0; i < times; ++i) RC_ASSERT(s.w->fabric().Inject(f).ok());
+    for (uint32_t i = 0; i < times; ++i) {
+      const absl::Status st = s.w->fabric().Inject(f);
+      // A second hang of a QP that hangs already is refused, nothing else.
+      RC_ASSERT(st.ok() || (kind == sim::FaultKind::kHungQpRecover &&
+                            st.code() == absl::StatusCode::kFailedPrecondition));
+    }
     s.Check(nextState(m));
   }
   void show(std::ostream& os) const override {
@@ -263,26 +303,86 @@ struct RefusedWhilePending : Cmd {
               absl::StatusCode::kFailedPrecondition);
     RC_ASSERT(s.E(t->host).UnregisterMemory(s.w->host(t->host).buf.data()).code() ==
               absl::StatusCode::kFailedPrecondition);
+    RC_ASSERT(s.E(t->host).CloseSegment(s.task_seg[i]).code() ==
+              absl::StatusCode::kFailedPrecondition);
     s.Check(nextState(m));
   }
   void show(std::ostream& os) const override {
-    os << "FreeBatchAndUnregister(task #" << pick << ")";
+    os << "FreeBatchUnregisterCloseSegment(task #" << pick << ")";
   }
+};
+
+// The control network duplicates, reorders and delays every message for
+// the next `for_ns` of virtual time, then is healthy again: delayed and
+// duplicated REQs, REPs and descriptor answers of endpoints given up.
+struct NetFaults : Cmd {
+  uint32_t dup_pct = *rc::gen::inRange<uint32_t>(10, 60);
+  uint64_t jitter_ns = *rc::gen::inRange<uint64_t>(100'000, 3'000'000);
+  uint64_t for_ns = *rc::gen::inRange<uint64_t>(1'000'000, 20'000'000);
+  void run(const Model& m, Sut& s) const override {
+    sim::NetPlan p;
+    p.duplicate = sim::Ratio{dup_pct, 100};
+    p.reorder = sim::Ratio{dup_pct, 100};
+    p.reorder_jitter_ns_max = jitter_ns;
+    RC_ASSERT(s.w->net().SetPlan(p).ok());
+    s.w->RunUntil([] { return false; }, for_ns);
+    RC_ASSERT(s.w->net().SetPlan(sim::NetPlan{}).ok());
+    s.net_faults = true;
+    s.Check(nextState(m));
+  }
+  void show(std::ostream& os) const override {
+    os << "NetFaults(dup+reorder " << dup_pct << "%, jitter " << jitter_ns << " ns, for " << for_ns
+       << " ns)";
+  }
+};
+
+// h2 writes 4 KiB into h0 or h1 (opening the segment the first time): the
+// target accepts h2's endpoint, evicting one of its own when its store is
+// full (a busy one only when none is idle).
+struct Evict : Cmd {
+  uint32_t target = *rc::gen::inRange<uint32_t>(0, 2);
+  void checkPreconditions(const Model& m) const override { RC_PRE(m.evicts < kEvictsMax); }
+  void apply(Model& m) const override { ++m.evicts; }
+  void run(const Model& m, Sut& s) const override {
+    if (!s.seg2[target].has_value()) {
+      auto seg = s.w->Open(2, target);
+      if (!seg.ok()) return;  // the target is unreachable for now: nothing to evict
+      s.seg2[target] = *seg;
+    }
+    const uint64_t k = m.evicts;
+    simworld::Fill(*s.w, 2, k * kEvictBytes, kEvictBytes, 0x1000 + k);
+    Request r = simworld::MakeReqTo(*s.w, 2, target, *s.seg2[target], OpKind::kWrite,
+                                    k * kEvictBytes, kEvictBase + k * kEvictBytes, kEvictBytes);
+    auto batch = s.w->host(2).engine->AllocateBatch(1);
+    RC_ASSERT(batch.ok());
+    SubmitResult sr = s.w->Submit(2, *batch, {r});
+    RC_ASSERT(sr.status.ok());
+    s.evict_ids.push_back({target, sr.tasks[0]});
+    s.Check(nextState(m));
+  }
+  void show(std::ostream& os) const override { os << "Evict(h2 -> h" << target << ")"; }
 };
 
 void RunStateMachine() {
   base::Mutations mutations;
   ApplyEnvMutation(mutations);
   const uint64_t seed = *rc::gen::inRange<uint64_t>(1, 1'000'000);
+  EngineConfig config = simworld::RandomRunConfig();
+  config.workers = *rc::gen::inRange<uint32_t>(1, 3);
+  config.endpoint_store_capacity = *rc::gen::element<uint32_t>(1, 32);
+  simworld::WorldOptions options;
+  options.hosts = 3;
+  options.buf_bytes = kWorldBufBytes;
   Sut s;
-  s.w = std::make_unique<TwoEngines>(seed, sim::NetPlan{}, mutations, simworld::RandomRunConfig());
+  s.w = std::make_unique<TwoEngines>(seed, sim::NetPlan{}, mutations, config,
+                                     TwoEngines::MakeFabricConfig(), options);
   RC_ASSERT(s.w->start_failure() == "");
   RC_ASSERT(s.Reopen().ok());
   Model m;
   const auto commands = *rc::state::gen::commands(
-      m,
-      rc::state::gen::execOneOfWithArgs<Submit, Submit, Advance, Advance, Advance, Inject, Cancel,
-                                        ReuseBuffer, RestartPeer, RefusedWhilePending>());
+      m, rc::state::gen::execOneOfWithArgs<Submit, Submit, Advance, Advance, Advance, Inject,
+                                           Cancel, ReuseBuffer, RestartPeer, RefusedWhilePending,
+                                           NetFaults, Evict>());
   rc::state::runAll(commands, m, s);
   Model end = m;
   for (const auto& c : commands) c->apply(end);
@@ -294,6 +394,8 @@ void RunStateMachine() {
           if (end.tasks[i].incarnation == end.incarnation[end.tasks[i].host] &&
               !IsTerminal(*s.E(end.tasks[i].host).GetTaskStatus(s.ids[i])))
             return false;
+        for (const auto& [target, id] : s.evict_ids)
+          if (!IsTerminal(*s.w->host(2).engine->GetTaskStatus(id))) return false;
         return true;
       },
       10'000'000'000);
@@ -319,12 +421,15 @@ void RunStateMachine() {
       if (rec.kind == "destroy_failed") s.partial_destroy = true;
       if (rec.kind == "ep_retire") s.reconnects = true;
       if (rec.kind == "timeout") s.timeouts = true;
+      if (rec.kind == "ep_evict") s.evictions = true;
     }
   RC_TAG(s.timeouts ? "timeout" : "no timeout");
   RC_TAG(s.partial_destroy ? "destroy failed" : "no failed destroy");
   RC_TAG(s.reconnects ? "reconnect" : "no reconnect");
   RC_TAG(s.cancels ? "cancel" : "no cancel");
   RC_TAG(end.restarts > 0 ? "restart" : "no restart");
+  RC_TAG(s.evictions ? "eviction" : "no eviction");
+  RC_TAG(s.net_faults ? "control-network faults" : "no control-network faults");
   const std::string leaks = s.w->ShutdownAndCheckLeaks();
   RC_ASSERT(leaks == "");
   RC_ASSERT(s.w->OracleAndViolations() == "");
