@@ -20,6 +20,7 @@ class SimEntropy final : public hal::Entropy {
  public:
   explicit SimEntropy(Prng prng) : prng_(std::move(prng)) {}
   uint64_t Next64() override { return prng_.Next(); }
+  void Reseed(uint64_t seed) { prng_.Reseed(seed); }
 
  private:
   Prng prng_;

@@ -125,6 +125,11 @@ Prng Prng::Fork() {
   return child;
 }
 
+void Prng::Reseed(uint64_t seed) {
+  const Prng fresh(seed);
+  for (size_t i = 0; i < 4; ++i) s_[i] = fresh.s_[i];
+}
+
 void Prng::AttachTrace(Trace* trace, uint32_t stream) {
   trace_ = trace;
   stream_ = stream;

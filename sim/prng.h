@@ -55,6 +55,10 @@ class Prng {
   // A new generator whose stream is independent of this one; advances this
   // one by one draw. Components derive their seeds this way, in a fixed order.
   Prng Fork();
+  // Restarts the stream as a fresh Prng(seed) would start it, keeping the
+  // trace attachment and the mutation switches (a property command's own
+  // sub-seed: TwoEngines::Reseed).
+  void Reseed(uint64_t seed);
   // Fisher-Yates shuffle.
   template <typename T>
   void Shuffle(std::span<T> items) {

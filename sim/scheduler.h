@@ -102,6 +102,8 @@ class Scheduler {
   // outlive the scheduler and `prng` is attached to it as kTraceStream.
   Scheduler(Prng prng, VirtualClock* clock, Trace* trace);
 
+  // Restarts the choice stream from `seed` (the plan drawn stays).
+  void Reseed(uint64_t seed) { prng_.Reseed(seed); }
   // Registers an actor (not owned). Call before MakePlan/Run.
   void AddActor(Actor* actor);
   // Draws the plan for the registered actors from the seed; `force` pins a

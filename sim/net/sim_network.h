@@ -173,6 +173,8 @@ class SimNetwork final : public Actor {
   absl::Status ScriptNext(std::string_view from, std::string_view to, ScriptedNetAction action);
   // Replaces the rates (validated). Copies already in flight keep their fate.
   absl::Status SetPlan(NetPlan plan);
+  // Restarts the network's draws (delays, faults) from `seed`.
+  void Reseed(uint64_t seed) { prng_.Reseed(seed); }
 
   // ------------------------------------------------------------ stepping
   // Actor: runnable when a copy is due; Step delivers exactly one due copy.

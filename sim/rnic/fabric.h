@@ -153,6 +153,12 @@ class Fabric final : public Actor {
   Fabric(FabricConfig config, Prng prng, VirtualClock* clock, Trace* trace = nullptr);
   ~Fabric() override;
   Fabric(const Fabric&) = delete;
+  // Restarts the fabric's draws (seeded faults, PSNs, QPNs) and the stall
+  // kinds' draws from two seeds.
+  void Reseed(uint64_t seed, uint64_t stall_seed) {
+    prng_.Reseed(seed);
+    stall_prng_.Reseed(stall_seed);
+  }
   Fabric& operator=(const Fabric&) = delete;
 
   const FabricConfig& config() const { return config_; }

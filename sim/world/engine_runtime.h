@@ -118,6 +118,8 @@ class SimRuntime {
              WakeModel wake = WakeModel::kSpin);
   ~SimRuntime();
   void AddTo(sim::Scheduler* scheduler);
+  // Restarts the phase-permutation stream from `seed`.
+  void Reseed(uint64_t seed) { prng_.Reseed(seed); }
   // The engine process died: its actors stop (the scheduler keeps them).
   void Kill() { dead_ = true; }
   // Orderly stop (after the workers drained): the actors stop and the

@@ -862,6 +862,20 @@ std::vector<const SimObserver*> TwoEngines::observers() const {
   return out;
 }
 
+void TwoEngines::Reseed(uint64_t seed) {
+  sim::Prng p(seed);
+  const uint64_t fabric_seed = p.Next();
+  fabric_.Reseed(fabric_seed, p.Next());
+  net_.Reseed(p.Next());
+  sched_.Reseed(p.Next());
+  root_.Reseed(p.Next());
+  for (HostState& hs : hosts_) {
+    const uint64_t rt_seed = p.Next(), entropy_seed = p.Next();  // drawn for every host
+    if (hs.rt != nullptr) hs.rt->Reseed(rt_seed);
+    if (hs.entropy != nullptr) hs.entropy->Reseed(entropy_seed);
+  }
+}
+
 uint64_t TwoEngines::late_refetch_answers() const {
   uint64_t n = dead_late_refetch_answers_;
   for (const HostState& hs : hosts_)

@@ -197,6 +197,13 @@ class TwoEngines {
   // The process on host h dies (as exit: the RNIC closes its contexts, its
   // control endpoint goes away) and a new incarnation starts (with retries).
   absl::Status Restart(uint32_t h);
+  // From now on every random stream of the world (fabric, stall kinds,
+  // network, scheduler, each live process's runtime and entropy, and the
+  // root that later processes fork from) derives from `seed` alone: a
+  // property command reseeds with its own sub-seed, so the steps it
+  // triggers do not depend on the draws of the commands before it and a
+  // shrunk command list keeps each command's randomness.
+  void Reseed(uint64_t seed);
 
   // Runner faults: applied by a scheduler actor at their virtual times.
   void ScheduleFaults(const std::vector<WorldFault>& faults);

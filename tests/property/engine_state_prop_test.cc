@@ -24,10 +24,12 @@
 // terminal within bounded virtual time (h2's too), then a clean shutdown
 // with no leak.
 //
-// Shrinking is stable: the world's root seed is drawn once per case and the
-// world is a deterministic function of it and the commands, so a shrunk
-// command list replays the same run. RC_TAG reports which paths a case
-// exercised (timeouts, partial destroys, reconnects, cancels, restarts).
+// Shrinking is stable: the world is a deterministic function of the values
+// drawn per case and the commands, and each command carries its own
+// sub-seed that reseeds every random stream of the world before it runs
+// (Cmd below), so removing a command does not change what the others draw.
+// RC_TAG reports which paths a case exercised (timeouts, partial destroys,
+// reconnects, cancels, restarts, evictions, control-network faults).
 // FERRY_MUTATION=<switch> proves the property catches a broken contract
 // (meson tests property_engine_state_mut_*). FERRY_PROP_DUMP=1 prints, for
 // a failing case, every lifecycle record, the tracked tasks and the fabric's
@@ -121,7 +123,18 @@ struct Sut {
   }
 };
 
-using Cmd = rc::state::Command<Model, Sut>;
+// Every command carries its own sub-seed: run() reseeds every random stream
+// of the world with it first (TwoEngines::Reseed), so what a command's
+// simulator steps draw does not depend on the commands before it, and a
+// shrunk list keeps each remaining command's randomness.
+struct Cmd : rc::state::Command<Model, Sut> {
+  uint64_t sub_seed = *rc::gen::arbitrary<uint64_t>();
+  void run(const Model& m, Sut& s) const final {
+    s.w->Reseed(sub_seed);
+    Run(m, s);
+  }
+  virtual void Run(const Model& m, Sut& s) const = 0;
+};
 
 // The task a command's `pick` names (modulo the tasks so far), or nullptr
 // when its process has restarted since (its tasks died with it).
@@ -146,7 +159,7 @@ struct Submit : Cmd {
     m.tasks.push_back(ModelTask{host, m.incarnation[host], m.next_slot[host]});
     ++m.next_slot[host];
   }
-  void run(const Model& m, Sut& s) const override {
+  void Run(const Model& m, Sut& s) const override {
     const uint32_t slot = invalid == 0 ? m.next_slot[host] : 0;
     Request r = simworld::MakeReq(*s.w, host, s.seg[host], write ? OpKind::kWrite : OpKind::kRead,
                                   slot * kSlotBytes, kRemoteBase + slot * kSlotBytes, len);
@@ -188,7 +201,7 @@ struct Submit : Cmd {
 struct Advance : Cmd {
   uint64_t ns = *rc::gen::oneOf(rc::gen::inRange<uint64_t>(1'000, 200'000),
                                 rc::gen::inRange<uint64_t>(1'000'000, 20'000'000));
-  void run(const Model& m, Sut& s) const override {
+  void Run(const Model& m, Sut& s) const override {
     s.w->RunUntil([] { return false; }, ns);
     s.Check(nextState(m));
   }
@@ -208,7 +221,7 @@ struct Inject : Cmd {
   // CQE's second copy; up to twice the slice timeout, so late successes
   // race timeouts.
   uint64_t duration_ns = *rc::gen::inRange<uint64_t>(100'000, 40'000'000);
-  void run(const Model& m, Sut& s) const override {
+  void Run(const Model& m, Sut& s) const override {
     sim::ScriptedFault f;
     f.at_ns = s.w->clock().NowNs();
     f.kind = kind;
@@ -243,7 +256,7 @@ struct Inject : Cmd {
 struct Cancel : Cmd {
   uint32_t pick = *rc::gen::arbitrary<uint32_t>();
   void checkPreconditions(const Model& m) const override { RC_PRE(!m.tasks.empty()); }
-  void run(const Model& m, Sut& s) const override {
+  void Run(const Model& m, Sut& s) const override {
     size_t i = 0;
     const ModelTask* t = PickLive(m, pick, &i);
     if (t == nullptr) return;
@@ -257,7 +270,7 @@ struct Cancel : Cmd {
 struct ReuseBuffer : Cmd {
   uint32_t pick = *rc::gen::arbitrary<uint32_t>();
   void checkPreconditions(const Model& m) const override { RC_PRE(!m.tasks.empty()); }
-  void run(const Model& m, Sut& s) const override {
+  void Run(const Model& m, Sut& s) const override {
     size_t i = 0;
     const ModelTask* t = PickLive(m, pick, &i);
     if (t == nullptr || !IsTerminal(s.seen[i]) || s.reused[i]) return;
@@ -278,7 +291,7 @@ struct RestartPeer : Cmd {
     ++m.restarts;
     m.next_slot[host] = kSlots;  // the dead process's buffers are not reused by the model
   }
-  void run(const Model& m, Sut& s) const override {
+  void Run(const Model& m, Sut& s) const override {
     RC_ASSERT(s.w->Restart(host).ok());
     RC_ASSERT(s.Reopen().ok());
     s.reconnects = true;
@@ -292,7 +305,7 @@ struct RestartPeer : Cmd {
 struct RefusedWhilePending : Cmd {
   uint32_t pick = *rc::gen::arbitrary<uint32_t>();
   void checkPreconditions(const Model& m) const override { RC_PRE(!m.tasks.empty()); }
-  void run(const Model& m, Sut& s) const override {
+  void Run(const Model& m, Sut& s) const override {
     size_t i = 0;
     const ModelTask* t = PickLive(m, pick, &i);
     if (t == nullptr) return;
@@ -319,7 +332,7 @@ struct NetFaults : Cmd {
   uint32_t dup_pct = *rc::gen::inRange<uint32_t>(10, 60);
   uint64_t jitter_ns = *rc::gen::inRange<uint64_t>(100'000, 3'000'000);
   uint64_t for_ns = *rc::gen::inRange<uint64_t>(1'000'000, 20'000'000);
-  void run(const Model& m, Sut& s) const override {
+  void Run(const Model& m, Sut& s) const override {
     sim::NetPlan p;
     p.duplicate = sim::Ratio{dup_pct, 100};
     p.reorder = sim::Ratio{dup_pct, 100};
@@ -343,7 +356,7 @@ struct Evict : Cmd {
   uint32_t target = *rc::gen::inRange<uint32_t>(0, 2);
   void checkPreconditions(const Model& m) const override { RC_PRE(m.evicts < kEvictsMax); }
   void apply(Model& m) const override { ++m.evicts; }
-  void run(const Model& m, Sut& s) const override {
+  void Run(const Model& m, Sut& s) const override {
     if (!s.seg2[target].has_value()) {
       auto seg = s.w->Open(2, target);
       if (!seg.ok()) return;  // the target is unreachable for now: nothing to evict
