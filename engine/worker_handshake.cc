@@ -203,20 +203,30 @@ void Worker::Accept(Endpoint* ep, const HandshakeMessage& req, const std::string
 }
 
 namespace {
+// try_emplace on a per-key map bounded to kReplacedKeysMax keys: a new key
+// is appended to `order` and the oldest key is dropped past the bound (it
+// is never the new one). Returns the key's entry and whether it is new.
+template <typename K, typename V>
+std::pair<typename std::map<K, V>::iterator, bool> EmplaceBounded(std::map<K, V>& m,
+                                                                  std::deque<K>& order,
+                                                                  const K& key, V value) {
+  auto [it, fresh] = m.try_emplace(key, std::move(value));
+  if (fresh) {
+    order.push_back(key);
+    if (order.size() > kReplacedKeysMax) {
+      m.erase(order.front());
+      order.pop_front();
+    }
+  }
+  return {it, fresh};
+}
+
 // Adds `incarnation` to key's list in `lists` (bounded: kReplacedPerKeyMax
 // per key, kReplacedKeysMax keys, oldest key dropped first).
 template <typename K>
 void RememberIn(std::map<K, std::deque<uint64_t>>& lists, std::deque<K>& order, const K& key,
                 uint64_t incarnation) {
-  auto [it, fresh] = lists.try_emplace(key);
-  if (fresh) {
-    order.push_back(key);
-    if (order.size() > kReplacedKeysMax) {
-      lists.erase(order.front());
-      order.pop_front();
-    }
-  }
-  auto& list = lists[key];
+  auto& list = EmplaceBounded(lists, order, key, std::deque<uint64_t>{}).first->second;
   if (std::find(list.begin(), list.end(), incarnation) != list.end()) return;
   list.push_back(incarnation);
   if (list.size() > kReplacedPerKeyMax) list.pop_front();
@@ -228,15 +238,9 @@ void Worker::RememberReplaced(const Key& key, uint64_t incarnation) {
 }
 
 bool Worker::NoteGenerationIsOlder(const Key& key, uint64_t incarnation, uint64_t generation) {
-  auto [it, fresh] = peer_gen_seen_.try_emplace(key, incarnation, generation);
-  if (fresh) {
-    peer_gen_order_.push_back(key);
-    if (peer_gen_order_.size() > kReplacedKeysMax) {
-      peer_gen_seen_.erase(peer_gen_order_.front());
-      peer_gen_order_.pop_front();
-    }
-    return false;
-  }
+  auto [it, fresh] = EmplaceBounded(peer_gen_seen_, peer_gen_order_, key,
+                                    std::pair<uint64_t, uint64_t>{incarnation, generation});
+  if (fresh) return false;
   auto& [inc, gen] = it->second;
   if (inc != incarnation) {
     // Another incarnation: a restarted peer starts its generations afresh
@@ -463,15 +467,8 @@ bool Worker::ToRtsAndReady(Endpoint* ep, const Key& key, uint64_t peer_generatio
 // errors or eviction first). Property EngineStateProp found it (a port flap,
 // a restart and duplicated, reordered control messages).
 void Worker::NoteReadyIncarnation(const Key& key, uint64_t incarnation) {
-  auto [it, fresh] = ready_incarnation_.try_emplace(key, incarnation);
-  if (fresh) {
-    ready_order_.push_back(key);
-    if (ready_order_.size() > kReplacedKeysMax) {
-      ready_incarnation_.erase(ready_order_.front());
-      ready_order_.pop_front();
-    }
-    return;
-  }
+  auto [it, fresh] = EmplaceBounded(ready_incarnation_, ready_order_, key, incarnation);
+  if (fresh) return;
   if (it->second != incarnation && !Mut(base::Mutation::kEngineC6ForgetReplacedAtReady))
     RememberReplaced(key, it->second);
   it->second = incarnation;

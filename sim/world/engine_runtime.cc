@@ -26,20 +26,20 @@ void SimObserver::OnEvent(uint32_t worker, std::string_view kind, std::string_vi
   records_.push_back(
       LifecycleRecord{fabric_->NowNs(), worker, std::string(kind), std::string(key), a, b});
   if (trace_ != nullptr) trace_->Event(kind, base::Fnv1a64(key), a, b);
-  std::vector<hal::QpHandle> fresh = std::move(fresh_qps_[worker]);
-  fresh_qps_[worker].clear();
-  if (kind == "ep_create") {
-    endpoint_qps_[{worker, std::string(key), a}] = std::move(fresh);
-  } else if (kind == "ep_destroyed") {
-    endpoint_qps_.erase({worker, std::string(key), a});
+  // Only a record right after QP creations, and a destroy, touch the map.
+  if (worker < fresh_qps_.size() && !fresh_qps_[worker].empty()) {
+    if (kind == "ep_create") endpoint_qps_[{worker, std::string(key), a}] = fresh_qps_[worker];
+    fresh_qps_[worker].clear();
   }
+  if (kind == "ep_destroyed") endpoint_qps_.erase({worker, std::string(key), a});
   if (hook_) hook_(records_.back(), nullptr);
 }
 
-std::vector<hal::QpHandle> SimObserver::QpsOf(uint32_t worker, const std::string& key,
-                                              uint64_t gen) const {
+std::span<const hal::QpHandle> SimObserver::QpsOf(uint32_t worker, const std::string& key,
+                                                  uint64_t gen) const {
   auto it = endpoint_qps_.find({worker, key, gen});
-  return it == endpoint_qps_.end() ? std::vector<hal::QpHandle>{} : it->second;
+  if (it == endpoint_qps_.end()) return {};
+  return it->second;
 }
 
 void SimObserver::OnTaskTimeout(uint32_t worker, const engine::Task& task) {
@@ -50,6 +50,7 @@ void SimObserver::OnTaskTimeout(uint32_t worker, const engine::Task& task) {
 void SimObserver::OnQpCreated(uint32_t worker, hal::QpHandle qp) {
   if (detached_) return;
   FERRY_CHECK(fabric_->BindOwner(qp, WorkerActor(worker)).ok());
+  if (worker >= fresh_qps_.size()) fresh_qps_.resize(worker + 1);
   fresh_qps_[worker].push_back(qp);
 }
 

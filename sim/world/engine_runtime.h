@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -85,7 +86,7 @@ class SimObserver final : public LifecycleObserver {
   // generation): those its worker created since its previous record (the
   // engine reports an endpoint's QPs right before its "ep_create"). Empty
   // when unknown or destroyed ("ep_destroyed" forgets them).
-  std::vector<hal::QpHandle> QpsOf(uint32_t worker, const std::string& key, uint64_t gen) const;
+  std::span<const hal::QpHandle> QpsOf(uint32_t worker, const std::string& key, uint64_t gen) const;
 
  private:
   sim::Fabric* fabric_;
@@ -95,9 +96,9 @@ class SimObserver final : public LifecycleObserver {
   std::vector<LifecycleRecord> records_;
   Hook hook_;
   bool detached_ = false;
-  // QPs created by each worker since its last record; an "ep_create" takes
-  // them for its endpoint (ordered map: no pointer or hash order).
-  std::map<uint32_t, std::vector<hal::QpHandle>> fresh_qps_;
+  // QPs created by each worker (by index) since its last record; an
+  // "ep_create" takes them for its endpoint.
+  std::vector<std::vector<hal::QpHandle>> fresh_qps_;
   std::map<std::tuple<uint32_t, std::string, uint64_t>, std::vector<hal::QpHandle>> endpoint_qps_;
 };
 

@@ -125,13 +125,7 @@ std::string C6(uint64_t seed, const base::Mutations& m, uint64_t* trace_hash = n
     return "stale REQ changed the endpoint";
   // One-sided teardown: host 0 drops its side (GID change); host 1 still
   // thinks it is READY.
-  sim::ScriptedFault g;
-  g.at_ns = w.clock().NowNs();
-  g.kind = sim::FaultKind::kGidChange;
-  g.target.kind = sim::TargetKind::kDevice;
-  g.target.host = 0;
-  g.target.device = "sim0";
-  if (!w.fabric().Inject(g).ok()) return "inject gid";
+  if (!InjectDeviceFault(w, 0, "sim0", sim::FaultKind::kGidChange).ok()) return "inject gid";
   w.RunUntil([&] { return EndpointOn(w, 0, 1) == nullptr; }, 10'000'000);
   if (EndpointOn(w, 0, 1) != nullptr) return "host 0 did not drop its side";
   const uint64_t t0 = w.clock().NowNs();
@@ -1152,13 +1146,7 @@ std::string ReplacedAtReady(uint64_t seed, const base::Mutations& m, int* stale_
   if (!b1.ok() ||
       !w.Submit(1, *b1, {MakeReq(w, 1, *s10, OpKind::kRead, 0, 0, 64 * 1024)}).status.ok())
     return "submit h1";
-  sim::ScriptedFault flap;
-  flap.at_ns = w.clock().NowNs();
-  flap.kind = sim::FaultKind::kPortFlap;
-  flap.target.kind = sim::TargetKind::kDevice;
-  flap.target.host = 1;
-  flap.target.device = "sim0";
-  if (!w.fabric().Inject(flap).ok()) return "inject flap";
+  if (!InjectDeviceFault(w, 1, "sim0", sim::FaultKind::kPortFlap).ok()) return "inject flap";
   sim::NetPlan noisy;
   noisy.duplicate = sim::Ratio{24, 100};
   noisy.reorder = sim::Ratio{24, 100};

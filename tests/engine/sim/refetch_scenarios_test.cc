@@ -139,6 +139,23 @@ TEST(Refetch, RemAccessErrRefetchesAndTheSameHandleResumes) {
   for (uint64_t s = 1; s <= 4; ++s) ASSERT_EQ(RefetchAfterDeviceFatal(s), "") << "seed " << s;
 }
 
+// Fails host 1's first READ on the old rkeys (a refetch starts), cuts h1 ->
+// h0 so the real DESC_REQ is dropped, and fills `rep` with an answer to the
+// refetch in flight in host 0's name (its current descriptor) for the test
+// to send. "" or what went wrong.
+std::string CutRefetchAndForgeAnswer(TwoEngines& w, SegmentHandle seg10, size_t from,
+                                     DescMessage* rep) {
+  if (std::string f = FailFirstRead(w, seg10, from); !f.empty()) return f;
+  // The request is on the wire: cut h1 -> h0 so it is dropped.
+  if (!w.net().Partition(w.host(1).addr, w.host(0).addr, sim::PartitionDir::kOneWay).ok())
+    return "partition";
+  rep->type = DescType::kRep;
+  rep->token = w.host(1).engine->RefetchTokenOf(seg10);
+  if (rep->token == 0) return "no refetch token";
+  rep->descriptor = w.host(0).engine->LocalSegment();
+  return "";
+}
+
 // The peer answers the refetch with the version host 1 already holds (the
 // test answers in host 0's name, with host 0's new rkeys but the old
 // version; the real request is cut): nothing changes. The next READ fails
@@ -152,14 +169,8 @@ std::string SameVersionAnswer(uint64_t seed, const base::Mutations& m = base::Mu
   const uint64_t v_old = Info(w, 1, seg10).version;
   const uint64_t v_new = w.host(0).engine->LocalSegment().version;
   const size_t from = w.host(1).obs->records().size();
-  if (std::string f = FailFirstRead(w, seg10, from); !f.empty()) return f;
-  // The request is on the wire: cut h1 -> h0 so it is dropped.
-  if (!w.net().Partition(a1, a0, sim::PartitionDir::kOneWay).ok()) return "partition";
   DescMessage rep;
-  rep.type = DescType::kRep;
-  rep.token = w.host(1).engine->RefetchTokenOf(seg10);
-  if (rep.token == 0) return "no refetch token";
-  rep.descriptor = w.host(0).engine->LocalSegment();
+  if (std::string f = CutRefetchAndForgeAnswer(w, seg10, from, &rep); !f.empty()) return f;
   rep.descriptor.version = v_old;
   if (!w.host(0).net->Send(a1, EncodeDesc(rep)).ok()) return "send";
   w.RunUntil([&] { return !Info(w, 1, seg10).refetch_in_flight; }, 100'000'000);
@@ -218,13 +229,8 @@ std::string OvertakenAnswer(uint64_t seed) {
   const uint64_t v_new = w.host(0).engine->LocalSegment().version;
   if (v_new <= v_old) return "no newer version to answer with";
   const size_t from = w.host(1).obs->records().size();
-  if (std::string f = FailFirstRead(w, seg10, from); !f.empty()) return f;
-  if (!w.net().Partition(a1, a0, sim::PartitionDir::kOneWay).ok()) return "partition";
   DescMessage rep;
-  rep.type = DescType::kRep;
-  rep.token = w.host(1).engine->RefetchTokenOf(seg10);
-  if (rep.token == 0) return "no refetch token";
-  rep.descriptor = w.host(0).engine->LocalSegment();
+  if (std::string f = CutRefetchAndForgeAnswer(w, seg10, from, &rep); !f.empty()) return f;
   if (!w.host(0).net->Send(a1, EncodeDesc(rep)).ok()) return "send newer";
   w.RunUntil([&] { return !Info(w, 1, seg10).refetch_in_flight; }, 100'000'000);
   if (w.host(1).engine->late_refetch_answers() != 0) return "late answer counted early";

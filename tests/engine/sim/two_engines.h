@@ -45,15 +45,20 @@ inline int64_t Find(const std::vector<LifecycleRecord>& r, std::string_view kind
   return -1;
 }
 
-// DEVICE_FATAL on host h's `device`, now (a scripted fault of the fabric).
-inline absl::Status InjectDeviceFatal(TwoEngines& w, uint32_t h, const std::string& device) {
+// A device fault of `kind` (DEVICE_FATAL, GID change, port flap...) on
+// host h's `device`, now (a scripted fault of the fabric).
+inline absl::Status InjectDeviceFault(TwoEngines& w, uint32_t h, const std::string& device,
+                                      sim::FaultKind kind) {
   sim::ScriptedFault f;
   f.at_ns = w.clock().NowNs();
-  f.kind = sim::FaultKind::kDeviceFatal;
+  f.kind = kind;
   f.target.kind = sim::TargetKind::kDevice;
   f.target.host = h;
   f.target.device = device;
   return w.fabric().Inject(f);
+}
+inline absl::Status InjectDeviceFatal(TwoEngines& w, uint32_t h, const std::string& device) {
+  return InjectDeviceFault(w, h, device, sim::FaultKind::kDeviceFatal);
 }
 
 // Submits one request from host `from` and runs until it is terminal (or
