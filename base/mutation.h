@@ -68,6 +68,8 @@ enum class Mutation : uint32_t {
                                    // endpoint with WRs on the RNIC is taken as an idle victim
   kEngineC6ForgetReplacedAtReady,  // engine: an endpoint READY with a new incarnation of its
                                    // peer does not mark the one it last paired with replaced
+  kSimImpliedNakUnbounded,         // sim: every NAK-sequence error and implied NAK restarts the
+                                   // send queue, uncounted, even while a retry is under way
   kCount,
 };
 
@@ -177,6 +179,8 @@ inline std::string_view MutationName(Mutation m) {
       return "engine_evict_busy_as_idle";
     case Mutation::kEngineC6ForgetReplacedAtReady:
       return "engine_c6_forget_replaced_at_ready";
+    case Mutation::kSimImpliedNakUnbounded:
+      return "sim_implied_nak_unbounded";
     case Mutation::kCount:
       break;
   }

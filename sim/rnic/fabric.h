@@ -135,6 +135,9 @@ struct FabricStats {
   uint64_t packets_executed = 0;
   uint64_t duplicates = 0;
   uint64_t retransmits = 0;
+  // NAK-sequence errors and implied NAKs that started no retry because one
+  // was under way (StartRetry).
+  uint64_t retries_suppressed = 0;
   // Retry-timer expiries (retransmit or RETRY_EXC_ERR) on a QP none of whose
   // packets (requests, or responses to it) was ever dropped or held back by
   // a straggler delay: with faults off this must stay 0 (every packet is
@@ -459,6 +462,9 @@ class Fabric final : public Actor {
     uint64_t sent_vpsn_hi = 0;  // 1 + the highest vpsn ever sent: responses past it are invalid
     uint64_t last_req_arrival_ns = 0, last_resp_arrival_ns = 0;
     uint32_t retries = 0;
+    // A retry sequence is under way (rxe's comp.started_retry): a NAK or an
+    // implied NAK starts no other until progress or the retry timer.
+    bool retry_started = false;
     uint64_t last_progress_ns = 0;
     bool timer_pending = false;
     uint64_t retransmits = 0;
@@ -602,6 +608,10 @@ class Fabric final : public Actor {
   void OnResp(const Event& e);
   void OnReadResp(uint32_t qi, Qp& q, uint64_t vpsn);
   void OnTimer(const Event& e);
+  // Starts a retry sequence from the oldest unacknowledged packet (a
+  // timeout, a NAK-sequence error or an implied NAK); false when none was
+  // started (one under way, or the retry budget is spent: RETRY_EXC_ERR).
+  bool StartRetry(uint32_t qi, Qp& q, bool timeout);
   // A response of responder `ri` carrying wire PSN `wire_psn`. It goes to
   // the QP the responder is connected to (its dest_qp_num on its peer
   // device), as RC hardware sends it: a request's BTH names only the

@@ -38,11 +38,7 @@ void Fabric::AckUpTo(uint32_t qi, Qp& q, uint64_t last, bool implied_nak) {
       if (!implied_nak) break;
       // An ACK beyond an unfinished READ: its response was lost (implied
       // NAK): retransmit from the READ.
-      ++q.retransmits;
-      ++stats_.retransmits;
-      q.sent_vpsn = q.ack_vpsn;
-      q.send_seq = q.done_seq;
-      Kick(qi);
+      (void)StartRetry(qi, q, /*timeout=*/false);
       break;
     }
     progress = true;
@@ -56,6 +52,7 @@ void Fabric::AckUpTo(uint32_t qi, Qp& q, uint64_t last, bool implied_nak) {
   }
   if (progress) {
     q.retries = 0;
+    q.retry_started = false;
     q.last_progress_ns = clock_->NowNs();
   }
 }
@@ -99,6 +96,7 @@ void Fabric::OnReadResp(uint32_t qi, Qp& q, uint64_t vpsn) {
   }
   ++q.ack_vpsn;
   q.retries = 0;
+  q.retry_started = false;
   q.last_progress_ns = clock_->NowNs();
   if (q.ack_vpsn == w.vpsn_first + w.npkts) CompleteHead(qi, q);
 }
@@ -130,11 +128,7 @@ void Fabric::OnResp(const Event& e) {
       if (vpsn < q.ack_vpsn) return;
       if (vpsn > q.ack_vpsn) AckUpTo(e.a, q, vpsn - 1);
       if (!Executing(q.attr.qp_state) || q.sent_vpsn == q.ack_vpsn) return;
-      ++q.retransmits;
-      ++stats_.retransmits;
-      q.sent_vpsn = q.ack_vpsn;
-      q.send_seq = q.done_seq;
-      Kick(e.a);
+      (void)StartRetry(e.a, q, /*timeout=*/false);
       break;
     case kNakAccess: {
       if (vpsn < q.ack_vpsn) return;
@@ -167,17 +161,47 @@ void Fabric::OnTimer(const Event& e) {
     return;
   }
   if (q.path_faults == 0) ++stats_.timeouts_without_loss;  // a sim bug: see FabricStats
+  (void)StartRetry(e.a, q, /*timeout=*/true);
+}
+
+// Every retry counts against retry_cnt, whatever started it: the local ACK
+// timeout, a NAK-sequence error or an implied NAK (IBA's transport retry
+// counter; rxe_comp.c COMPST_ERROR_RETRY; NVIDIA's "retransmissions due to
+// a Local Ack Timeout, NAK-Sequence Error, or Implied NAK"). And while a
+// retry sequence is under way only a timeout starts another (rxe's
+// started_retry): every retransmitted WRITE behind a READ whose response
+// was lost is a duplicate the responder acknowledges, each such ACK is an
+// implied NAK again, and restarting on each one multiplied the packets on
+// the wire without bound, with no retry ever counted (seed 12132945: one
+// QP sent millions of packets at one instant and its device's transmit
+// queue starved every other QP on it into RETRY_EXC_ERR).
+bool Fabric::StartRetry(uint32_t qi, Qp& q, bool timeout) {
+  const bool unbounded = config_.mutations.on(base::Mutation::kSimImpliedNakUnbounded);
+  if (!timeout && unbounded) {
+    ++q.retransmits;
+    ++stats_.retransmits;
+    q.sent_vpsn = q.ack_vpsn;
+    q.send_seq = q.done_seq;
+    Kick(qi);
+    return true;
+  }
+  if (q.retry_started && !timeout) {
+    ++stats_.retries_suppressed;
+    return false;
+  }
   // rxe never counts retry_cnt 7 down: it retries forever (rxe_comp.c).
   const bool forever = config_.profile == RnicProfile::kRxe && q.attr.retry_cnt == 7;
   if (++q.retries > q.attr.retry_cnt && !forever) {
-    FailAndFlush(e.a, q, q.done_seq, WcStatus::kRetryExcErr);
-    return;
+    FailAndFlush(qi, q, q.done_seq, WcStatus::kRetryExcErr);
+    return false;
   }
   ++q.retransmits;
   ++stats_.retransmits;
+  q.retry_started = true;
   q.sent_vpsn = q.ack_vpsn;
   q.send_seq = q.done_seq;
-  Kick(e.a);
+  Kick(qi);
+  return true;
 }
 
 // ------------------------------------------------------------------ errors
@@ -373,6 +397,7 @@ void Fabric::ResetQpQueues(Qp& q) {
   q.done_seq = q.free_seq = q.send_seq = q.post_seq;
   q.sent_vpsn = q.ack_vpsn = q.next_vpsn;
   q.retries = 0;
+  q.retry_started = false;
 }
 
 }  // namespace ferry::sim

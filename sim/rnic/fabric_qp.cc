@@ -266,6 +266,7 @@ void Fabric::EnterQpState(uint32_t qi, Qp& q, QpState cur, uint32_t mask) {
       if (cur == QpState::kRtr) {
         q.psn_base = static_cast<uint32_t>((q.attr.sq_psn - q.next_vpsn) & 0xffffff);
         q.retries = 0;
+        q.retry_started = false;
         if (InjectFault(FaultKind::kHungQp)) {
           q.hung = true;
         } else if (StallChance(config_.stall.hung_recover)) {

@@ -35,7 +35,7 @@ constexpr std::array<std::string_view, 40> kLifecycleProbes = {
     "zombie_escalate", "req_parked",   "rep_mismatch", "refetch_applied", "req_other_target",
 };
 
-constexpr std::array<std::string_view, 22> kCounterProbes = {
+constexpr std::array<std::string_view, 23> kCounterProbes = {
     "w.stale_cqes",
     "w.zombie_escalations",
     "w.cq_recreated",
@@ -49,6 +49,7 @@ constexpr std::array<std::string_view, 22> kCounterProbes = {
     "w.other_incarnation_fails",    // slices failed unposted: their peer process restarted
     "w.other_incarnation_retires",  // a READY endpoint retired for a slice of another incarnation
     "rnic.retransmits",
+    "rnic.retries_suppressed",  // a NAK or implied NAK while a retry was under way
     "rnic.packets_dropped",
     "rnic.qpns_reused",  // a QP created with the number of a destroyed one
     "world.start_attempts_failed",
@@ -345,6 +346,7 @@ void CollectReport(TwoEngines& w, const SwarmPlan& plan, size_t trace_record_max
     r.probes["w.other_incarnation_retires"] += s.other_incarnation_retires;
   }
   r.probes["rnic.retransmits"] += fs.retransmits;
+  r.probes["rnic.retries_suppressed"] += fs.retries_suppressed;
   r.probes["rnic.packets_dropped"] += fs.packets_dropped;
   r.probes["rnic.qpns_reused"] += fs.qpns_reused;
   r.probes["world.start_attempts_failed"] += wc.start_attempts_failed;

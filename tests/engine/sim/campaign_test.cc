@@ -439,5 +439,31 @@ TEST(CampaignRegression, Seed6AnEndpointEvictedAsIdleHoldsNoWr) {
                    /*stall=*/true, simworld::WakeModel::kCqe);
 }
 
+// A simulator rule, found by the session-12 campaign (liveness, seed
+// 12132945 of 100601, cqe wake): every ACK beyond a READ whose response
+// was lost (an implied NAK) restarted the send queue at once, uncounted,
+// even while a retry was under way. One of h1's QPs toward h0 (restarted
+// at +18.8 ms) had a READ at its head that was never answered while the
+// WRITEs behind it were: each retransmitted WRITE is a duplicate the
+// responder re-acknowledges, each of those ACKs restarted the queue again,
+// and the QP sent millions of packets at single instants (retries stayed
+// 0). Its device's transmit queue ran seconds ahead of the clock, so every
+// ACK of h1's later QPs on that device left too late: h0's wave-3 WRITEs
+// toward it ended RETRY_EXC_ERR, then TIMEOUT, four times.
+// The rule (sim/rnic/fabric_completion.cc StartRetry; test
+// Rnic.ImpliedNakStartsOneRetryAtATimeAndCountsIt): every retry counts
+// against retry_cnt and a NAK or implied NAK starts none while one is
+// under way. Switch sim_implied_nak_unbounded brings the storm back: the
+// seed then replays its original run (same trace hash, 9989373 entries).
+TEST(CampaignRegression, Seed12132945ImpliedNakStormStarvesADevice) {
+  ExpectCleanThrough(12132945, "rnic.retries_suppressed", 100, /*stall=*/true,
+                     simworld::WakeModel::kCqe);
+  ExpectFoundUnder(12132945, {base::Mutation::kSimImpliedNakUnbounded},
+                   simworld::FailureClass::kLiveness,
+                   "wave 3: h0 -> h1 rail index 2 not COMPLETED within 4 attempts: TIMEOUT "
+                   "TIMEOUT TIMEOUT TIMEOUT",
+                   /*stall=*/true, simworld::WakeModel::kCqe);
+}
+
 }  // namespace
 }  // namespace ferry::engine::testing

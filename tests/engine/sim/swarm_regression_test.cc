@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "base/mutation.h"
 #include "gtest/gtest.h"
@@ -21,7 +22,7 @@
 namespace ferry::engine::testing {
 namespace {
 
-simworld::SwarmReport Run(uint64_t seed, std::initializer_list<base::Mutation> switches = {}) {
+simworld::SwarmReport Run(uint64_t seed, const std::vector<base::Mutation>& switches = {}) {
   simworld::SwarmOptions o;  // ferry-sim's defaults: every family on
 #if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
   for (base::Mutation m : switches) o.mutations.Enable(m);
@@ -125,12 +126,28 @@ TEST(EngineSwarmRegression, Seeds4223To49458RepFromALaterGenerationMispairsQps) 
 // CQE, a poll, or a recreate ("destroyed, awaiting the empty poll"
 // forever). Fix: no endpoint on a CQ awaiting CQ_ERR recovery (the REQ is
 // dropped as for a parked device; the peer resends).
-void CheckCqErrSeed(uint64_t seed) {
+//
+// `sim` holds the simulator switches that bring back the world the seed was
+// found in: seed 44157's CQ overran only under the implied-NAK retry storm
+// (a simulator bug fixed in session 13, switch sim_implied_nak_unbounded;
+// campaign_test's Seed12132945 has the story). Without it the seed no
+// longer reaches CQ_ERR and replays clean; with it both halves replay the
+// original run (its trace is unchanged).
+void CheckCqErrSeed(uint64_t seed, std::initializer_list<base::Mutation> sim = {}) {
   const simworld::SwarmReport clean = Run(seed);
   EXPECT_EQ(clean.message, "") << "seed " << seed << "\n" << clean.plan_text;
-  EXPECT_GE(clean.probes.at("cq_recreated"), 1u) << "seed " << seed;
+  if (sim.size() == 0) {
+    EXPECT_GE(clean.probes.at("cq_recreated"), 1u) << "seed " << seed;
+  }
 #if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
-  const simworld::SwarmReport found = Run(seed, {base::Mutation::kEngineC4EndpointOnErroredCq});
+  std::vector<base::Mutation> as_found(sim);
+  if (!as_found.empty()) {
+    const simworld::SwarmReport world = Run(seed, as_found);
+    EXPECT_EQ(world.message, "") << "seed " << seed << "\n" << world.plan_text;
+    EXPECT_GE(world.probes.at("cq_recreated"), 1u) << "seed " << seed;
+  }
+  as_found.push_back(base::Mutation::kEngineC4EndpointOnErroredCq);
+  const simworld::SwarmReport found = Run(seed, as_found);
   EXPECT_EQ(found.failure, simworld::FailureClass::kLiveness) << "seed " << seed;
   EXPECT_TRUE(Contains(found.message, "wave 1: not all terminal within 5000000000 ns"))
       << found.message;
@@ -140,7 +157,9 @@ void CheckCqErrSeed(uint64_t seed) {
 }
 
 TEST(EngineSwarmRegression, Seed39767EndpointOnErroredCqBlocksRecovery) { CheckCqErrSeed(39767); }
-TEST(EngineSwarmRegression, Seed44157EndpointOnErroredCqBlocksRecovery) { CheckCqErrSeed(44157); }
+TEST(EngineSwarmRegression, Seed44157EndpointOnErroredCqBlocksRecovery) {
+  CheckCqErrSeed(44157, {base::Mutation::kSimImpliedNakUnbounded});
+}
 
 }  // namespace
 }  // namespace ferry::engine::testing

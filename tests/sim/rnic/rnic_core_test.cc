@@ -1027,6 +1027,70 @@ TEST_P(Rnic, RetransmittedReadIsAnsweredFromItsResource) {
   EXPECT_GE(w.fabric().stats().duplicates, 4u);
 }
 
+// A requester whose READ at the head is never answered while the WRITEs
+// behind it are acknowledged: B expects PSN 0x0F05, so A's READ (0x0F00) and
+// its first four WRITEs are duplicates to B. B drops the READ (no resource
+// for it) and re-acknowledges each duplicate WRITE, and every such ACK is an
+// implied NAK at A (the storm of seed 12132945 came from a QP like this one,
+// paired by QPN reuse with a restarted peer's QP). Polled with a bound on
+// the packets sent, so a storm ends the run instead of the test's time.
+struct ImpliedNakOutcome {
+  std::vector<hal::WorkCompletion> wcs;
+  uint64_t retransmits = 0, suppressed = 0, packets_sent = 0;
+};
+ImpliedNakOutcome UnansweredReadBeforeAckedWrites(FabricConfig cfg) {
+  cfg.link_jitter_ns = 0;
+  World w(std::move(cfg));
+  auto a = w.MakeQp(w.a());
+  auto b = w.MakeQp(w.b());
+  FERRY_CHECK(World::ToInit(w.a(), a.qp).ok());
+  FERRY_CHECK(World::ToInit(w.b(), b.qp).ok());
+  FERRY_CHECK(w.ToRtr(w.a(), a.qp, w.b(), b.qp_num, 0x2000).ok());
+  FERRY_CHECK(World::ToRts(w.a(), a.qp, 0x0F00, /*timeout=*/10, /*retry=*/2).ok());
+  FERRY_CHECK(w.ToRtr(w.b(), b.qp, w.a(), a.qp_num, 0x0F05).ok());
+  FERRY_CHECK(World::ToRts(w.b(), b.qp, 0x2000, 10, 2).ok());
+  w.fabric().ClearViolations();  // the pairing is the point here
+  std::vector<hal::SendWr> chain = {w.Read(1, 16384, 8192, 1024)};
+  for (uint64_t i = 0; i < 8; ++i) chain.push_back(w.Write(2 + i, 1024 * i, 1024 * i, 1024));
+  FERRY_CHECK(w.va().PostSend(a.qp, chain).status.ok());
+  constexpr uint64_t kPacketsMax = 20'000;
+  hal::WorkCompletion wc[32];
+  ImpliedNakOutcome out;
+  // Bounded by the guard; each round runs one instant of the fabric.
+  for (int guard = 0; guard < 100'000 && out.wcs.size() < chain.size(); ++guard) {
+    auto got = w.va().PollCq(w.a().cq, absl::MakeSpan(wc, 32));
+    FERRY_CHECK(got.ok());
+    for (uint32_t i = 0; i < *got; ++i) out.wcs.push_back(wc[i]);
+    auto next = w.fabric().NextWakeNs();
+    if (!next.has_value() || w.fabric().stats().packets_sent > kPacketsMax) break;
+    w.fabric().RunUntil(*next);
+  }
+  out.retransmits = *w.fabric().RetransmitsOf(a.qp);
+  out.suppressed = w.fabric().stats().retries_suppressed;
+  out.packets_sent = w.fabric().stats().packets_sent;
+  return out;
+}
+
+// Rule: every retry counts against retry_cnt, whether a timeout, a
+// NAK-sequence error or an implied NAK started it, and while a retry is
+// under way a NAK or implied NAK starts no other (rxe's started_retry). The
+// READ fails RETRY_EXC_ERR after exactly retry_cnt retransmissions, the
+// WRITEs behind it are flushed, and the ACKs that arrived during a retry
+// were counted as suppressed.
+TEST_P(Rnic, ImpliedNakStartsOneRetryAtATimeAndCountsIt) {
+  const ImpliedNakOutcome o = UnansweredReadBeforeAckedWrites(Cfg());
+  ASSERT_EQ(o.wcs.size(), 9u) << "packets sent " << o.packets_sent;
+  EXPECT_EQ(o.wcs[0].wr_id, 1u);
+  EXPECT_EQ(o.wcs[0].status, WcStatus::kRetryExcErr);
+  for (size_t i = 1; i < o.wcs.size(); ++i) {
+    EXPECT_EQ(o.wcs[i].wr_id, 1 + i);
+    EXPECT_EQ(o.wcs[i].status, WcStatus::kWrFlushErr) << i;
+  }
+  EXPECT_EQ(o.retransmits, 2u);  // retry_cnt
+  EXPECT_GE(o.suppressed, 3u);
+  EXPECT_LE(o.packets_sent, 3u * 9u + 3u * 9u);  // 3 rounds of requests, an answer each
+}
+
 INSTANTIATE_TEST_SUITE_P(Profiles, Rnic, ::testing::Values(RnicProfile::kMlx5, RnicProfile::kRxe),
                          ProfileParamName);
 
@@ -1104,6 +1168,18 @@ TEST(MutationDetect, DupReadAnyPsnAcksAMispairedWrite) {
   EXPECT_EQ(o.read_status, WcStatus::kSuccess);   // a READ the responder never ran...
   EXPECT_EQ(o.write_status, WcStatus::kSuccess);  // ...implicitly ACKs the WRITE
   EXPECT_FALSE(o.write_landed);
+}
+
+TEST(MutationDetect, ImpliedNakUnboundedStormsTheWire) {
+  // Every duplicate WRITE's ACK restarts the send queue: each restart puts
+  // the READ and eight WRITEs on the wire again, and their eight ACKs
+  // restart it eight times more; no retry is ever counted, so RETRY_EXC_ERR
+  // never ends it (the run stops at the packet bound).
+  const ImpliedNakOutcome o = UnansweredReadBeforeAckedWrites(
+      Mutated(RnicProfile::kMlx5, base::Mutation::kSimImpliedNakUnbounded));
+  EXPECT_TRUE(o.wcs.empty());
+  EXPECT_GT(o.retransmits, 1000u);
+  EXPECT_EQ(o.suppressed, 0u);
 }
 
 TEST(MutationDetect, RespToSourceAcksAStaleRequester) {
