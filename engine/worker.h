@@ -264,6 +264,8 @@ class Worker {
   void OnRep(const HandshakeMessage& m, const std::string& from);
   // OnReq's phases (worker_handshake.cc): true when a gate answered the REQ.
   bool ReqGated(const HandshakeMessage& m, const std::string& from, const Key& key);
+  // C6: the REQ names another incarnation of this process as its target.
+  bool TargetsAnotherIncarnation(const HandshakeMessage& m) const;
   LocalEndpointState AcceptStateOf(const Endpoint* ep, RecordedPeer* rec) const;
   void ServeWithFreshEndpoint(const HandshakeMessage& m, const std::string& from, const Key& key);
   void OnRtu(const HandshakeMessage& m, const std::string& from);
