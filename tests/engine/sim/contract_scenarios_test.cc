@@ -1198,5 +1198,92 @@ TEST(EngineContracts, C6AReqOfAnExitedProcessIsStaleOnceItsSuccessorIsReady) {
 #endif
 }
 
+// C6 at a NIC the successor lacks (the handshake storm in seed 12132945's
+// first run): h0 restarts and its new process fails to open one of its two
+// NICs; h1 then submits two WRITEs, one per rail, on the segment it opened
+// from h0's old process. Both REQs name the old incarnation as their
+// target: the one to the NIC h0 still has meets the incarnation gate, the
+// one to the NIC it lacks is refused the same way before its NIC is looked
+// up. Both tasks FAIL at once (slices of another incarnation), one REQ per
+// rail. Under engine_c6_accept_other_target the REQ to the missing NIC is
+// answered unknown_nic and h1 resends it until the task's deadline.
+struct MissingNicOutcome {
+  std::string error;
+  TaskStatus st[2] = {TaskStatus::kPending, TaskStatus::kPending};
+  int reqs = 0, other_target = 0;
+  uint64_t took_ns = 0;
+  // h1's records after the submit: REQ sent, the refusal received, a task
+  // published (indices; -1 when absent).
+  int64_t req = -1, refused = -1, publish = -1;
+};
+MissingNicOutcome ReqToANicTheSuccessorLacks(uint64_t seed, const base::Mutations& m) {
+  MissingNicOutcome out;
+  EngineConfig c = simworld::RandomRunConfig();
+  c.workers = 1;
+  simworld::WorldOptions o;
+  o.devices_per_host = 2;
+  TwoEngines w(seed, sim::NetPlan{}, m, c, TwoEngines::MakeFabricConfig(), o);
+  auto s10 = w.Open(1, 0);
+  if (!s10.ok()) return {.error = "open"};
+  sim::ScriptedFault f;
+  f.at_ns = w.clock().NowNs();
+  f.kind = sim::FaultKind::kResourceFail;
+  f.target.kind = sim::TargetKind::kHost;
+  f.target.host = 0;
+  if (!w.fabric().Inject(f).ok()) return {.error = "inject"};
+  if (!w.Restart(0).ok()) return {.error = "restart"};
+  const size_t a0 = w.host(0).obs->records().size(), b0 = w.host(1).obs->records().size();
+  auto b = w.host(1).engine->AllocateBatch(2);
+  if (!b.ok()) return {.error = "batch"};
+  const SubmitResult r = w.Submit(1, *b,
+                                  {MakeReq(w, 1, *s10, OpKind::kWrite, 0, 0, 4096),
+                                   MakeReq(w, 1, *s10, OpKind::kWrite, 4096, 4096, 4096)});
+  if (!r.status.ok() || r.tasks.size() != 2) return {.error = "submit"};
+  auto& e = *w.host(1).engine;
+  const uint64_t t0 = w.clock().NowNs();
+  w.RunUntil(
+      [&] {
+        return IsTerminal(*e.GetTaskStatus(r.tasks[0])) && IsTerminal(*e.GetTaskStatus(r.tasks[1]));
+      },
+      1'000'000'000);
+  out.took_ns = w.clock().NowNs() - t0;
+  for (int i = 0; i < 2; ++i) out.st[i] = *e.GetTaskStatus(r.tasks[i]);
+  const auto& h1 = w.host(1).obs->records();
+  for (size_t i = b0; i < h1.size(); ++i) out.reqs += h1[i].kind == "req_sent";
+  out.req = Find(h1, "req_sent", "", b0);
+  out.refused = Find(h1, "stale_recv", "", b0);
+  out.publish = Find(h1, "publish", "", b0);
+  for (size_t i = a0; i < w.host(0).obs->records().size(); ++i)
+    out.other_target += w.host(0).obs->records()[i].kind == "req_other_target";
+  out.error = w.OracleAndViolations();
+  return out;
+}
+
+TEST(EngineContracts, C6AReqToANicTheSuccessorLacksFailsItsSlicesAtOnce) {
+  const MissingNicOutcome o = ReqToANicTheSuccessorLacks(1, base::Mutations());
+  ASSERT_EQ(o.error, "");
+  EXPECT_EQ(o.st[0], TaskStatus::kFailed);
+  EXPECT_EQ(o.st[1], TaskStatus::kFailed);
+  EXPECT_EQ(o.reqs, 2);
+  EXPECT_EQ(o.other_target, 2);
+  EXPECT_LT(o.took_ns, 1'000'000u);
+  EXPECT_TRUE(o.req >= 0 && o.refused > o.req && o.publish > o.refused)
+      << "req " << o.req << " refused " << o.refused << " publish " << o.publish;
+  std::printf("missing NIC: %d REQs, both FAILED after %llu ns\n", o.reqs,
+              static_cast<unsigned long long>(o.took_ns));
+#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
+  base::Mutations m;
+  m.Enable(base::Mutation::kEngineC6AcceptOtherTarget);
+  const MissingNicOutcome bad = ReqToANicTheSuccessorLacks(1, m);
+  EXPECT_GT(bad.reqs, 100);
+  EXPECT_EQ(bad.other_target, 0);
+  EXPECT_TRUE(bad.st[0] == TaskStatus::kTimeout || bad.st[1] == TaskStatus::kTimeout);
+  std::printf("under engine_c6_accept_other_target: %d REQs, %s and %s after %llu ns\n", bad.reqs,
+              std::string(TaskStatusName(bad.st[0])).c_str(),
+              std::string(TaskStatusName(bad.st[1])).c_str(),
+              static_cast<unsigned long long>(bad.took_ns));
+#endif
+}
+
 }  // namespace
 }  // namespace ferry::engine::testing
