@@ -41,6 +41,11 @@ enum class Op : uint8_t {
   kCancel,
   kReuse,
   kRestart,
+  // Appended in session 13 (corpus files were re-encoded: an opcode byte
+  // is its op's index, so `byte % kOpKinds` still decodes it).
+  kStallQp,      // hung_qp_recover, qp_err_hold or dup_cqe on a live QP, for a time
+  kNetFaults,    // the control network duplicates, reorders and delays, for a time
+  kDeviceEvent,  // DEVICE_FATAL or GID_CHANGE on the host's sim0
   kCount,
 };
 constexpr uint32_t kOpKinds = static_cast<uint32_t>(Op::kCount);
@@ -48,6 +53,12 @@ constexpr uint32_t kOpKinds = static_cast<uint32_t>(Op::kCount);
 constexpr sim::FaultKind kQpKinds[] = {
     sim::FaultKind::kWrFlush,       sim::FaultKind::kLateCqe,      sim::FaultKind::kHungQp,
     sim::FaultKind::kDestroyQpFail, sim::FaultKind::kModifyQpFail, sim::FaultKind::kPacketLoss,
+};
+
+constexpr sim::FaultKind kStallKinds[] = {
+    sim::FaultKind::kHungQpRecover,
+    sim::FaultKind::kQpErrHold,
+    sim::FaultKind::kDupCqe,
 };
 
 struct Bytes {
@@ -83,6 +94,19 @@ class Run {
         break;
       case Op::kInjectQp:
         InjectQp(h, kQpKinds[b % std::size(kQpKinds)], c % 2, 1 + (a >> 1) % 4);
+        break;
+      case Op::kStallQp:
+        // 100 us .. 51.2 ms: below and beyond the slice timeout.
+        InjectQp(h, kStallKinds[b % std::size(kStallKinds)], c % 2, 1,
+                 ((uint64_t{a} >> 1) + 1) * 400'000 / ((c & 2) != 0 ? 4 : 1));
+        break;
+      case Op::kNetFaults:
+        if (std::string e = NetFaults(a, b, c); !e.empty()) return e;
+        break;
+      case Op::kDeviceEvent:
+        (void)w_->fabric().Inject(
+            Fault((b & 1) != 0 ? sim::FaultKind::kGidChange : sim::FaultKind::kDeviceFatal,
+                  sim::TargetKind::kDevice, h, 0));
         break;
       case Op::kInjectDevice:
         (void)w_->fabric().Inject(Fault(sim::FaultKind::kPortFlap, sim::TargetKind::kDevice, h, 0));
@@ -189,12 +213,28 @@ class Run {
     return "";
   }
 
-  void InjectQp(uint32_t h, sim::FaultKind kind, uint32_t qp_index, uint32_t times) {
+  // Duplicates and reorders b % 61 percent of control messages with up to
+  // 12 us x (c + 1) of jitter, from now for (a >> 1) + 1 ms (never loses one).
+  std::string NetFaults(uint8_t a, uint8_t b, uint8_t c) {
+    sim::NetPlan p;
+    p.duplicate = sim::Ratio{b % 61u, 100};
+    p.reorder = sim::Ratio{b % 61u, 100};
+    p.reorder_jitter_ns_max = (uint64_t{c} + 1) * 12'000;
+    if (!w_->net().SetPlan(p).ok()) return "net plan refused";
+    TwoEngines* w = w_.get();
+    w_->ScheduleCall(w_->clock().NowNs() + ((uint64_t{a} >> 1) + 1) * 1'000'000,
+                     [w] { (void)w->net().SetPlan(sim::NetPlan{}); });
+    return "";
+  }
+
+  void InjectQp(uint32_t h, sim::FaultKind kind, uint32_t qp_index, uint32_t times,
+                uint64_t duration_ns = 0) {
     const std::string peer = w_->host(1 - h).addr + "@sim0";
     engine::SteppedEngine& e = *w_->host(h).engine;
     const engine::Endpoint* ep = e.FindEndpoint(e.OwnerOf(0, peer), 0, peer);
     if (ep == nullptr || qp_index >= ep->qpns().size()) return;  // nothing to hit now
-    const sim::ScriptedFault f = Fault(kind, sim::TargetKind::kQp, h, ep->qpns()[qp_index]);
+    sim::ScriptedFault f = Fault(kind, sim::TargetKind::kQp, h, ep->qpns()[qp_index]);
+    f.duration_ns = duration_ns;
     for (uint32_t i = 0; i < times; ++i) (void)w_->fabric().Inject(f);
   }
 
@@ -218,9 +258,9 @@ class Run {
   }
 
   static std::string Describe(Op op, uint8_t a, uint8_t b, uint8_t c) {
-    static constexpr const char* kNames[] = {"Submit",   "SubmitInvalid", "Advance",  "InjectQp",
-                                             "PortFlap", "CqOverrun",     "CtrlDrop", "Cancel",
-                                             "Reuse",    "Restart"};
+    static constexpr const char* kNames[] = {
+        "Submit", "SubmitInvalid", "Advance", "InjectQp", "PortFlap",  "CqOverrun",  "CtrlDrop",
+        "Cancel", "Reuse",         "Restart", "StallQp",  "NetFaults", "DeviceEvent"};
     static_assert(std::size(kNames) == kOpKinds);
     return absl::StrCat(kNames[static_cast<uint32_t>(op)], "(h", a & 1, " ", a, " ", b, " ", c,
                         ")");

@@ -5,8 +5,11 @@
 // (sim/world/two_engines.h, oracle on at every scheduler step): submit a
 // READ or WRITE (some invalid), advance virtual time, inject an RNIC fault
 // on a live QP or a device (flush, late CQE, hung QP, failed destroy, failed
-// modify, packet loss, port flap, CQ overrun), a control-network drop, cancel
-// a task, reuse (poison) a terminal task's buffer, restart a host's process
+// modify, packet loss, port flap, CQ overrun), a stall on a live QP (a hang
+// that recovers, a held move to ERR, a duplicated CQE, each for a time), a
+// control-network drop, control-network faults for a time (duplicates,
+// reorders, jitter), a device event (DEVICE_FATAL, GID change), cancel a
+// task, reuse (poison) a terminal task's buffer, restart a host's process
 // (at most twice). Then it drains: every live task must turn terminal within
 // bounded virtual time (liveness), and shutdown must leave no verbs object.
 //
