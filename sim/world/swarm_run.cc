@@ -465,7 +465,8 @@ class Run {
 
   // C8 while a task is pending: FreeBatch of its batch, UnregisterMemory of
   // the buffer it reads or writes, and CloseSegment of its segment are all
-  // refused with kFailedPrecondition and change nothing.
+  // refused with kFailedPrecondition and change nothing; and a batch whose
+  // second request is invalid is refused whole (C8InvalidBatch).
   std::string C8Probe(uint32_t h) {
     engine::SteppedEngine& e = *w_->host(h).engine;
     for (int32_t s : slots_[h]) {
@@ -488,9 +489,34 @@ class Run {
                               w_->tracked()[it.tracked].label, " pending returned ",
                               status.ToString(), " (kFailedPrecondition expected)");
       }
-      return "";
+      return C8InvalidBatch(h, it);
     }
     return "";
+  }
+
+  // A fresh batch of two READs into the pending task's buffer, the second
+  // of length 0: Submit must refuse it whole (an error at index 1, no task,
+  // nothing tracked) and leave the batch empty, so FreeBatch succeeds. The
+  // first request is never enqueued, so its READ never touches the buffer
+  // the pending task owns.
+  std::string C8InvalidBatch(uint32_t h, const Item& it) {
+    engine::SteppedEngine& e = *w_->host(h).engine;
+    auto batch = e.AllocateBatch(2);
+    if (!batch.ok()) return "";  // no batch to spare now: nothing to probe
+    const Request good =
+        MakeReqTo(*w_, h, it.peer, it.seg, OpKind::kRead, it.local_off, it.remote_off, it.len);
+    Request bad = good;
+    bad.length_bytes = 0;
+    const size_t tracked = w_->tracked().size();
+    const SubmitResult sr = w_->Submit(h, *batch, {good, bad});
+    const absl::Status freed = e.FreeBatch(*batch);
+    if (!sr.status.ok() && sr.tasks.empty() && w_->tracked().size() == tracked &&
+        sr.per_request.size() == 2 && !sr.per_request[1].ok() && freed.ok())
+      return "";
+    return absl::StrCat("c8_partial_submit: h", h,
+                        " a batch whose request 1 has length 0 returned ", sr.status.ToString(),
+                        " with ", sr.tasks.size(), " task(s) enqueued; FreeBatch of it returned ",
+                        freed.ToString());
   }
 
   // The segment host h submits against on `peer`, (re)opened asynchronously

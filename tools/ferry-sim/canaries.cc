@@ -23,11 +23,9 @@ struct Canary {
   std::string_view what;
 };
 
-// The bugs a campaign must find on its own (issue 18's list first).
-// engine_stale_cqe_any_generation is not here: no run produces a stale CQE
-// for it to misapply (swarm.h, DefensiveProbes); nor engine_c2_timeout_spills
-// (an innocent task ends FAILED, an accepted outcome, and no rule yet names
-// why it failed); docs/simulator.md section 9.4 says so.
+// The bugs a campaign must find on its own (issue 18's list first, then in
+// the order they became catchable; docs/simulator.md section 9.4 has each
+// one's first seed).
 constexpr Canary kCanaries[] = {
     {base::Mutation::kEngineC1EarlyPublish, "C1 early publish"},
     {base::Mutation::kEngineC4DoubleRelease, "C4 double quota release"},
@@ -43,6 +41,7 @@ constexpr Canary kCanaries[] = {
     {base::Mutation::kEngineCompleteAfterDeadline, "C2 COMPLETED after the deadline passed"},
     {base::Mutation::kEngineC2TimeoutSpills, "C2 a timeout retire fails an innocent slice"},
     {base::Mutation::kEngineEvictBusyAsIdle, "a busy endpoint evicted as idle"},
+    {base::Mutation::kEngineC8SkipValidation, "C8 a refused batch enqueues its valid prefix"},
 };
 
 }  // namespace
