@@ -168,15 +168,21 @@ struct Submit : Cmd {
     if (invalid == 3) r.segment = SegmentHandle{9999};
     if (write && invalid == 0)
       simworld::Fill(*s.w, host, slot * kSlotBytes, len, 1 + m.tasks.size());
-    auto batch = s.E(host).AllocateBatch(1);
+    // An invalid request goes second, behind a valid READ into slot 0: the
+    // batch is refused whole, so that READ never runs.
+    std::vector<Request> reqs = {r};
+    if (invalid != 0)
+      reqs.insert(reqs.begin(), simworld::MakeReq(*s.w, host, s.seg[host], OpKind::kRead, 0,
+                                                  kRemoteBase, kSlotBytes));
+    auto batch = s.E(host).AllocateBatch(static_cast<uint32_t>(reqs.size()));
     RC_ASSERT(batch.ok());
     const size_t tracked = s.w->tracked().size();
-    SubmitResult sr = s.w->Submit(host, *batch, {r});
+    SubmitResult sr = s.w->Submit(host, *batch, reqs);
     if (invalid != 0) {
       // C8: a clear error for that request, nothing enqueued, nothing tracked.
       RC_ASSERT(!sr.status.ok());
       RC_ASSERT(sr.tasks.empty());
-      RC_ASSERT(sr.per_request.size() == 1u && !sr.per_request[0].ok());
+      RC_ASSERT(sr.per_request.size() == 2u && !sr.per_request[1].ok());
       RC_ASSERT(s.w->tracked().size() == tracked);
       RC_ASSERT(s.E(host).FreeBatch(*batch).ok());
     } else {
@@ -194,7 +200,7 @@ struct Submit : Cmd {
            : invalid == 1 ? ", zero length"
            : invalid == 2 ? ", unregistered"
                           : ", bad segment")
-       << ")";
+       << (invalid == 0 ? "" : ", behind a valid READ") << ")";
   }
 };
 
