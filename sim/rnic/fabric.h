@@ -609,9 +609,9 @@ class Fabric final : public Actor {
   void OnReadResp(uint32_t qi, Qp& q, uint64_t vpsn);
   void OnTimer(const Event& e);
   // Starts a retry sequence from the oldest unacknowledged packet (a
-  // timeout, a NAK-sequence error or an implied NAK); false when none was
-  // started (one under way, or the retry budget is spent: RETRY_EXC_ERR).
-  bool StartRetry(uint32_t qi, Qp& q, bool timeout);
+  // timeout, a NAK-sequence error or an implied NAK), unless a NAK or
+  // implied NAK meets one under way; RETRY_EXC_ERR once the budget is spent.
+  void StartRetry(uint32_t qi, Qp& q, bool timeout);
   // A response of responder `ri` carrying wire PSN `wire_psn`. It goes to
   // the QP the responder is connected to (its dest_qp_num on its peer
   // device), as RC hardware sends it: a request's BTH names only the

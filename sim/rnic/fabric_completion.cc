@@ -31,14 +31,21 @@ void Fabric::CompleteHead(uint32_t qi, Qp& q) {
 
 void Fabric::AckUpTo(uint32_t qi, Qp& q, uint64_t last, bool implied_nak) {
   bool progress = false;
+  bool implied = false;
   while (q.done_seq < q.post_seq && q.ack_vpsn <= last && Executing(q.attr.qp_state)) {
     Wr& w = q.sq[q.done_seq % q.sq.size()];
     const uint64_t end = w.vpsn_first + w.npkts;
     if (w.wr.opcode == hal::Opcode::kRdmaRead) {
-      if (!implied_nak) break;
       // An ACK beyond an unfinished READ: its response was lost (implied
-      // NAK): retransmit from the READ.
-      (void)StartRetry(qi, q, /*timeout=*/false);
+      // NAK): retransmit from the READ, once the progress this ACK made
+      // before it is booked (it ends any retry under way). Under
+      // sim_implied_nak_unbounded: at once, before the progress (the old
+      // model, kept exact so the seeds found under it replay).
+      if (implied_nak && config_.mutations.on(base::Mutation::kSimImpliedNakUnbounded)) {
+        StartRetry(qi, q, /*timeout=*/false);
+        break;
+      }
+      implied = implied_nak;
       break;
     }
     progress = true;
@@ -55,6 +62,7 @@ void Fabric::AckUpTo(uint32_t qi, Qp& q, uint64_t last, bool implied_nak) {
     q.retry_started = false;
     q.last_progress_ns = clock_->NowNs();
   }
+  if (implied) StartRetry(qi, q, /*timeout=*/false);
 }
 
 // A READ response at requester qi, at virtual PSN vpsn of its own window:
@@ -126,9 +134,13 @@ void Fabric::OnResp(const Event& e) {
       break;
     case kNakSeq:
       if (vpsn < q.ack_vpsn) return;
-      if (vpsn > q.ack_vpsn) AckUpTo(e.a, q, vpsn - 1);
+      // The NAK itself restarts from the oldest unacknowledged packet (an
+      // unfinished READ included): no implied NAK on the way there.
+      if (vpsn > q.ack_vpsn)
+        AckUpTo(e.a, q, vpsn - 1,
+                /*implied_nak=*/config_.mutations.on(base::Mutation::kSimImpliedNakUnbounded));
       if (!Executing(q.attr.qp_state) || q.sent_vpsn == q.ack_vpsn) return;
-      (void)StartRetry(e.a, q, /*timeout=*/false);
+      StartRetry(e.a, q, /*timeout=*/false);
       break;
     case kNakAccess: {
       if (vpsn < q.ack_vpsn) return;
@@ -161,7 +173,7 @@ void Fabric::OnTimer(const Event& e) {
     return;
   }
   if (q.path_faults == 0) ++stats_.timeouts_without_loss;  // a sim bug: see FabricStats
-  (void)StartRetry(e.a, q, /*timeout=*/true);
+  StartRetry(e.a, q, /*timeout=*/true);
 }
 
 // Every retry counts against retry_cnt, whatever started it: the local ACK
@@ -175,7 +187,7 @@ void Fabric::OnTimer(const Event& e) {
 // the wire without bound, with no retry ever counted (seed 12132945: one
 // QP sent millions of packets at one instant and its device's transmit
 // queue starved every other QP on it into RETRY_EXC_ERR).
-bool Fabric::StartRetry(uint32_t qi, Qp& q, bool timeout) {
+void Fabric::StartRetry(uint32_t qi, Qp& q, bool timeout) {
   const bool unbounded = config_.mutations.on(base::Mutation::kSimImpliedNakUnbounded);
   if (!timeout && unbounded) {
     ++q.retransmits;
@@ -183,17 +195,17 @@ bool Fabric::StartRetry(uint32_t qi, Qp& q, bool timeout) {
     q.sent_vpsn = q.ack_vpsn;
     q.send_seq = q.done_seq;
     Kick(qi);
-    return true;
+    return;
   }
   if (q.retry_started && !timeout) {
     ++stats_.retries_suppressed;
-    return false;
+    return;
   }
   // rxe never counts retry_cnt 7 down: it retries forever (rxe_comp.c).
   const bool forever = config_.profile == RnicProfile::kRxe && q.attr.retry_cnt == 7;
   if (++q.retries > q.attr.retry_cnt && !forever) {
     FailAndFlush(qi, q, q.done_seq, WcStatus::kRetryExcErr);
-    return false;
+    return;
   }
   ++q.retransmits;
   ++stats_.retransmits;
@@ -201,7 +213,6 @@ bool Fabric::StartRetry(uint32_t qi, Qp& q, bool timeout) {
   q.sent_vpsn = q.ack_vpsn;
   q.send_seq = q.done_seq;
   Kick(qi);
-  return true;
 }
 
 // ------------------------------------------------------------------ errors

@@ -511,8 +511,9 @@ class Run {
     const SubmitResult sr = w_->Submit(h, *batch, {good, bad});
     const absl::Status freed = e.FreeBatch(*batch);
     if (!sr.status.ok() && sr.tasks.empty() && w_->tracked().size() == tracked &&
-        sr.per_request.size() == 2 && !sr.per_request[1].ok() && freed.ok())
+        sr.per_request.size() == 2 && !sr.per_request[1].ok() && freed.ok()) {
       return "";
+    }
     return absl::StrCat("c8_partial_submit: h", h,
                         " a batch whose request 1 has length 0 returned ", sr.status.ToString(),
                         " with ", sr.tasks.size(), " task(s) enqueued; FreeBatch of it returned ",

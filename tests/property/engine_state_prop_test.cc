@@ -171,9 +171,10 @@ struct Submit : Cmd {
     // An invalid request goes second, behind a valid READ into slot 0: the
     // batch is refused whole, so that READ never runs.
     std::vector<Request> reqs = {r};
-    if (invalid != 0)
+    if (invalid != 0) {
       reqs.insert(reqs.begin(), simworld::MakeReq(*s.w, host, s.seg[host], OpKind::kRead, 0,
                                                   kRemoteBase, kSlotBytes));
+    }
     auto batch = s.E(host).AllocateBatch(static_cast<uint32_t>(reqs.size()));
     RC_ASSERT(batch.ok());
     const size_t tracked = s.w->tracked().size();

@@ -454,7 +454,9 @@ TEST(CampaignRegression, Seed6AnEndpointEvictedAsIdleHoldsNoWr) {
 // Rnic.ImpliedNakStartsOneRetryAtATimeAndCountsIt): every retry counts
 // against retry_cnt and a NAK or implied NAK starts none while one is
 // under way. Switch sim_implied_nak_unbounded brings the storm back: the
-// seed then replays its original run (same trace hash, 9989373 entries).
+// seed then fails again with its original message (the same run as found,
+// trace hash and all, until the C6 gate moved before the NIC lookup: the
+// storm of REQs to h0's missing NIC is gone from it since).
 TEST(CampaignRegression, Seed12132945ImpliedNakStormStarvesADevice) {
   ExpectCleanThrough(12132945, "rnic.retries_suppressed", 100, /*stall=*/true,
                      simworld::WakeModel::kCqe);

@@ -9,7 +9,9 @@
 #include <array>
 #include <cstdint>
 #include <cstdio>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -1211,11 +1213,19 @@ struct MissingNicOutcome {
   std::string error;
   TaskStatus st[2] = {TaskStatus::kPending, TaskStatus::kPending};
   int reqs = 0, other_target = 0;
+  std::set<std::string> refused_nics;  // the NICs h0's req_other_target events name
+  size_t h0_devices = 0;               // NICs h0's new process brought up
   uint64_t took_ns = 0;
   // h1's records after the submit: REQ sent, the refusal received, a task
   // published (indices; -1 when absent).
   int64_t req = -1, refused = -1, publish = -1;
 };
+MissingNicOutcome Failed(std::string what) {
+  MissingNicOutcome out;
+  out.error = std::move(what);
+  return out;
+}
+
 MissingNicOutcome ReqToANicTheSuccessorLacks(uint64_t seed, const base::Mutations& m) {
   MissingNicOutcome out;
   EngineConfig c = simworld::RandomRunConfig();
@@ -1224,21 +1234,22 @@ MissingNicOutcome ReqToANicTheSuccessorLacks(uint64_t seed, const base::Mutation
   o.devices_per_host = 2;
   TwoEngines w(seed, sim::NetPlan{}, m, c, TwoEngines::MakeFabricConfig(), o);
   auto s10 = w.Open(1, 0);
-  if (!s10.ok()) return {.error = "open"};
+  if (!s10.ok()) return Failed("open");
   sim::ScriptedFault f;
   f.at_ns = w.clock().NowNs();
   f.kind = sim::FaultKind::kResourceFail;
   f.target.kind = sim::TargetKind::kHost;
   f.target.host = 0;
-  if (!w.fabric().Inject(f).ok()) return {.error = "inject"};
-  if (!w.Restart(0).ok()) return {.error = "restart"};
+  if (!w.fabric().Inject(f).ok()) return Failed("inject");
+  if (!w.Restart(0).ok()) return Failed("restart");
+  out.h0_devices = w.host(0).engine->LocalSegment().devices.size();
   const size_t a0 = w.host(0).obs->records().size(), b0 = w.host(1).obs->records().size();
   auto b = w.host(1).engine->AllocateBatch(2);
-  if (!b.ok()) return {.error = "batch"};
+  if (!b.ok()) return Failed("batch");
   const SubmitResult r = w.Submit(1, *b,
                                   {MakeReq(w, 1, *s10, OpKind::kWrite, 0, 0, 4096),
                                    MakeReq(w, 1, *s10, OpKind::kWrite, 4096, 4096, 4096)});
-  if (!r.status.ok() || r.tasks.size() != 2) return {.error = "submit"};
+  if (!r.status.ok() || r.tasks.size() != 2) return Failed("submit");
   auto& e = *w.host(1).engine;
   const uint64_t t0 = w.clock().NowNs();
   w.RunUntil(
@@ -1253,8 +1264,12 @@ MissingNicOutcome ReqToANicTheSuccessorLacks(uint64_t seed, const base::Mutation
   out.req = Find(h1, "req_sent", "", b0);
   out.refused = Find(h1, "stale_recv", "", b0);
   out.publish = Find(h1, "publish", "", b0);
-  for (size_t i = a0; i < w.host(0).obs->records().size(); ++i)
-    out.other_target += w.host(0).obs->records()[i].kind == "req_other_target";
+  for (size_t i = a0; i < w.host(0).obs->records().size(); ++i) {
+    const LifecycleRecord& rec = w.host(0).obs->records()[i];
+    if (rec.kind != "req_other_target") continue;
+    ++out.other_target;
+    out.refused_nics.insert(rec.key.substr(0, rec.key.find('|')));
+  }
   out.error = w.OracleAndViolations();
   return out;
 }
@@ -1266,6 +1281,10 @@ TEST(EngineContracts, C6AReqToANicTheSuccessorLacksFailsItsSlicesAtOnce) {
   EXPECT_EQ(o.st[1], TaskStatus::kFailed);
   EXPECT_EQ(o.reqs, 2);
   EXPECT_EQ(o.other_target, 2);
+  // h0's new process has one NIC: one REQ met the gate there, the other
+  // was refused before a NIC lookup that would have failed.
+  EXPECT_EQ(o.h0_devices, 1u);
+  EXPECT_EQ(o.refused_nics, (std::set<std::string>{"sim0", "sim1"}));
   EXPECT_LT(o.took_ns, 1'000'000u);
   EXPECT_TRUE(o.req >= 0 && o.refused > o.req && o.publish > o.refused)
       << "req " << o.req << " refused " << o.refused << " publish " << o.publish;

@@ -1038,7 +1038,10 @@ struct ImpliedNakOutcome {
   std::vector<hal::WorkCompletion> wcs;
   uint64_t retransmits = 0, suppressed = 0, packets_sent = 0;
 };
-ImpliedNakOutcome UnansweredReadBeforeAckedWrites(FabricConfig cfg) {
+// With `write_first`, a WRITE goes before the READ and B expects 0x0F06:
+// the first duplicate's ACK completes that WRITE (progress, which ends any
+// retry under way) and then meets the READ, an implied NAK in the same ACK.
+ImpliedNakOutcome UnansweredReadBeforeAckedWrites(FabricConfig cfg, bool write_first = false) {
   cfg.link_jitter_ns = 0;
   World w(std::move(cfg));
   auto a = w.MakeQp(w.a());
@@ -1047,10 +1050,12 @@ ImpliedNakOutcome UnansweredReadBeforeAckedWrites(FabricConfig cfg) {
   FERRY_CHECK(World::ToInit(w.b(), b.qp).ok());
   FERRY_CHECK(w.ToRtr(w.a(), a.qp, w.b(), b.qp_num, 0x2000).ok());
   FERRY_CHECK(World::ToRts(w.a(), a.qp, 0x0F00, /*timeout=*/10, /*retry=*/2).ok());
-  FERRY_CHECK(w.ToRtr(w.b(), b.qp, w.a(), a.qp_num, 0x0F05).ok());
+  FERRY_CHECK(w.ToRtr(w.b(), b.qp, w.a(), a.qp_num, write_first ? 0x0F06 : 0x0F05).ok());
   FERRY_CHECK(World::ToRts(w.b(), b.qp, 0x2000, 10, 2).ok());
   w.fabric().ClearViolations();  // the pairing is the point here
-  std::vector<hal::SendWr> chain = {w.Read(1, 16384, 8192, 1024)};
+  std::vector<hal::SendWr> chain;
+  if (write_first) chain.push_back(w.Write(100, 12288, 12288, 1024));
+  chain.push_back(w.Read(1, 16384, 8192, 1024));
   for (uint64_t i = 0; i < 8; ++i) chain.push_back(w.Write(2 + i, 1024 * i, 1024 * i, 1024));
   FERRY_CHECK(w.va().PostSend(a.qp, chain).status.ok());
   constexpr uint64_t kPacketsMax = 20'000;
@@ -1089,6 +1094,23 @@ TEST_P(Rnic, ImpliedNakStartsOneRetryAtATimeAndCountsIt) {
   EXPECT_EQ(o.retransmits, 2u);  // retry_cnt
   EXPECT_GE(o.suppressed, 3u);
   EXPECT_LE(o.packets_sent, 3u * 9u + 3u * 9u);  // 3 rounds of requests, an answer each
+}
+
+// The same with a WRITE before the READ: the ACK that completes the WRITE
+// and then meets the READ starts one counted retry after booking its
+// progress (a retry counted before the progress reset would be uncounted,
+// and every later duplicate ACK would start another).
+TEST_P(Rnic, ImpliedNakAfterProgressInTheSameAckIsCounted) {
+  const ImpliedNakOutcome o = UnansweredReadBeforeAckedWrites(Cfg(), /*write_first=*/true);
+  ASSERT_EQ(o.wcs.size(), 10u) << "packets sent " << o.packets_sent;
+  EXPECT_EQ(o.wcs[0].wr_id, 100u);
+  EXPECT_EQ(o.wcs[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(o.wcs[1].wr_id, 1u);
+  EXPECT_EQ(o.wcs[1].status, WcStatus::kRetryExcErr);
+  for (size_t i = 2; i < o.wcs.size(); ++i) EXPECT_EQ(o.wcs[i].status, WcStatus::kWrFlushErr) << i;
+  EXPECT_EQ(o.retransmits, 2u);  // retry_cnt
+  EXPECT_GE(o.suppressed, 3u);
+  EXPECT_LE(o.packets_sent, 4u * 10u + 4u * 10u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Profiles, Rnic, ::testing::Values(RnicProfile::kMlx5, RnicProfile::kRxe),
