@@ -959,14 +959,7 @@ struct MispairOutcome {
 };
 MispairOutcome MispairedRequester(FabricConfig cfg) {
   World w(std::move(cfg));
-  auto a = w.MakeQp(w.a());
-  auto b = w.MakeQp(w.b());
-  FERRY_CHECK(World::ToInit(w.a(), a.qp).ok());
-  FERRY_CHECK(World::ToInit(w.b(), b.qp).ok());
-  FERRY_CHECK(w.ToRtr(w.a(), a.qp, w.b(), b.qp_num, 0x2000).ok());
-  FERRY_CHECK(World::ToRts(w.a(), a.qp, 0x0F00, 10, 2).ok());
-  FERRY_CHECK(w.ToRtr(w.b(), b.qp, w.a(), a.qp_num, 0x1000).ok());
-  FERRY_CHECK(World::ToRts(w.b(), b.qp, 0x2000, 10, 2).ok());
+  const hal::QpInfo a = w.ConnectWithPsns(0x0F00, 0x1000).a;
   MispairOutcome out;
   for (const Violation& v : w.fabric().violations()) out.violations.push_back(v.kind);
   w.fabric().ClearViolations();
@@ -1044,14 +1037,7 @@ struct ImpliedNakOutcome {
 ImpliedNakOutcome UnansweredReadBeforeAckedWrites(FabricConfig cfg, bool write_first = false) {
   cfg.link_jitter_ns = 0;
   World w(std::move(cfg));
-  auto a = w.MakeQp(w.a());
-  auto b = w.MakeQp(w.b());
-  FERRY_CHECK(World::ToInit(w.a(), a.qp).ok());
-  FERRY_CHECK(World::ToInit(w.b(), b.qp).ok());
-  FERRY_CHECK(w.ToRtr(w.a(), a.qp, w.b(), b.qp_num, 0x2000).ok());
-  FERRY_CHECK(World::ToRts(w.a(), a.qp, 0x0F00, /*timeout=*/10, /*retry=*/2).ok());
-  FERRY_CHECK(w.ToRtr(w.b(), b.qp, w.a(), a.qp_num, write_first ? 0x0F06 : 0x0F05).ok());
-  FERRY_CHECK(World::ToRts(w.b(), b.qp, 0x2000, 10, 2).ok());
+  const hal::QpInfo a = w.ConnectWithPsns(0x0F00, write_first ? 0x0F06 : 0x0F05).a;
   w.fabric().ClearViolations();  // the pairing is the point here
   std::vector<hal::SendWr> chain;
   if (write_first) chain.push_back(w.Write(100, 12288, 12288, 1024));

@@ -154,6 +154,20 @@ class World {
     return p;
   }
 
+  // QP a -> QP b with chosen PSNs (timeout 10, retry_cnt 2): a sends from
+  // a_sq_psn, b expects b_rq_psn; b sends from 0x2000, a expects it. When
+  // the two differ the pair is mispaired (a ground-truth violation).
+  Pair ConnectWithPsns(uint32_t a_sq_psn, uint32_t b_rq_psn) {
+    Pair p{MakeQp(a()), MakeQp(b())};
+    FERRY_CHECK(ToInit(a(), p.a.qp).ok());
+    FERRY_CHECK(ToInit(b(), p.b.qp).ok());
+    FERRY_CHECK(ToRtr(a(), p.a.qp, b(), p.b.qp_num, 0x2000).ok());
+    FERRY_CHECK(ToRts(a(), p.a.qp, a_sq_psn, 10, 2).ok());
+    FERRY_CHECK(ToRtr(b(), p.b.qp, a(), p.a.qp_num, b_rq_psn).ok());
+    FERRY_CHECK(ToRts(b(), p.b.qp, 0x2000, 10, 2).ok());
+    return p;
+  }
+
   hal::SendWr Write(uint64_t wr_id, uint64_t local_off, uint64_t remote_off, uint32_t len,
                     bool signaled = true) {
     return Wr(hal::Opcode::kRdmaWrite, wr_id, local_off, remote_off, len, signaled);
