@@ -251,7 +251,15 @@ void Worker::PollFromOutsideForMutation() {
 }
 
 void Worker::NoteEventSlow(std::string_view kind, const Key& key, uint64_t a, uint64_t b) {
-  env_->observer->OnEvent(id_, kind, NicName(key.first) + "|" + key.second, a, b);
+  NoteEventAt(kind, NicName(key.first), key.second, a, b);
+}
+
+void Worker::NoteEventAt(std::string_view kind, std::string_view nic, std::string_view path,
+                         uint64_t a, uint64_t b) {
+  if (env_->observer == nullptr) return;
+  std::string key(nic);
+  key.append("|").append(path);
+  env_->observer->OnEvent(id_, kind, key, a, b);
 }
 
 std::string Worker::NicName(uint32_t ctx) const { return env_->contexts[ctx]->device(); }

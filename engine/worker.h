@@ -342,6 +342,9 @@ class Worker {
     if (env_->observer != nullptr) NoteEventSlow(kind, key, a, b);
   }
   void NoteEventSlow(std::string_view kind, const Key& key, uint64_t a, uint64_t b);
+  // The same for a NIC this process may not have (no context index).
+  void NoteEventAt(std::string_view kind, std::string_view nic, std::string_view path, uint64_t a,
+                   uint64_t b);
   uint32_t AllocSlot();
   CqQuota& Ledger(hal::CqHandle cq);
   std::string NicName(uint32_t ctx) const;

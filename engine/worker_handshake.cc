@@ -273,10 +273,7 @@ void Worker::OnReq(const HandshakeMessage& m, const std::string& from) {
     // retire and resend the handshake until their deadline (4111 REQs in
     // 12 ms in campaign seed 12132945's first run).
     if (TargetsAnotherIncarnation(m)) {
-      if (env_->observer != nullptr) {
-        env_->observer->OnEvent(id_, "req_other_target", m.dst_nic + "|" + m.src_nic_path,
-                                m.incarnation, m.generation);
-      }
+      NoteEventAt("req_other_target", m.dst_nic, m.src_nic_path, m.incarnation, m.generation);
       SendReply(from, m, HandshakeType::kError, kTargetRestarted);
       return;
     }

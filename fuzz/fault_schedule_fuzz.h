@@ -9,9 +9,9 @@
 // that recovers, a held move to ERR, a duplicated CQE, each for a time), a
 // control-network drop, control-network faults for a time (duplicates,
 // reorders, jitter; the timer that ends one heals the network, so an
-// overlapping later one ends early with it), a device event (DEVICE_FATAL, GID change), cancel a
-// task, reuse (poison) a terminal task's buffer, restart a host's process
-// (at most twice). Then it drains: every live task must turn terminal within
+// overlapping later one ends early with it), a device event (DEVICE_FATAL,
+// GID change), cancel a task, reuse (poison) a terminal task's buffer,
+// restart a host's process (at most twice). Then it drains: every live task must turn terminal within
 // bounded virtual time (liveness), and shutdown must leave no verbs object.
 //
 // What must stay true for any input: the oracle and the simulated RNIC's

@@ -612,6 +612,10 @@ class Fabric final : public Actor {
   // timeout, a NAK-sequence error or an implied NAK), unless a NAK or
   // implied NAK meets one under way; RETRY_EXC_ERR once the budget is spent.
   void StartRetry(uint32_t qi, Qp& q, bool timeout);
+  // Sends again from the oldest unacknowledged packet (a retransmission).
+  void Rewind(uint32_t qi, Qp& q);
+  // An acknowledgement moved the window: the retry budget restarts.
+  void NoteProgress(Qp& q);
   // A response of responder `ri` carrying wire PSN `wire_psn`. It goes to
   // the QP the responder is connected to (its dest_qp_num on its peer
   // device), as RC hardware sends it: a request's BTH names only the

@@ -57,11 +57,7 @@ void Fabric::AckUpTo(uint32_t qi, Qp& q, uint64_t last, bool implied_nak) {
       break;
     }
   }
-  if (progress) {
-    q.retries = 0;
-    q.retry_started = false;
-    q.last_progress_ns = clock_->NowNs();
-  }
+  if (progress) NoteProgress(q);
   if (implied) StartRetry(qi, q, /*timeout=*/false);
 }
 
@@ -103,9 +99,7 @@ void Fabric::OnReadResp(uint32_t qi, Qp& q, uint64_t vpsn) {
     }
   }
   ++q.ack_vpsn;
-  q.retries = 0;
-  q.retry_started = false;
-  q.last_progress_ns = clock_->NowNs();
+  NoteProgress(q);
   if (q.ack_vpsn == w.vpsn_first + w.npkts) CompleteHead(qi, q);
 }
 
@@ -190,11 +184,7 @@ void Fabric::OnTimer(const Event& e) {
 void Fabric::StartRetry(uint32_t qi, Qp& q, bool timeout) {
   const bool unbounded = config_.mutations.on(base::Mutation::kSimImpliedNakUnbounded);
   if (!timeout && unbounded) {
-    ++q.retransmits;
-    ++stats_.retransmits;
-    q.sent_vpsn = q.ack_vpsn;
-    q.send_seq = q.done_seq;
-    Kick(qi);
+    Rewind(qi, q);
     return;
   }
   if (q.retry_started && !timeout) {
@@ -207,12 +197,22 @@ void Fabric::StartRetry(uint32_t qi, Qp& q, bool timeout) {
     FailAndFlush(qi, q, q.done_seq, WcStatus::kRetryExcErr);
     return;
   }
+  q.retry_started = true;
+  Rewind(qi, q);
+}
+
+void Fabric::Rewind(uint32_t qi, Qp& q) {
   ++q.retransmits;
   ++stats_.retransmits;
-  q.retry_started = true;
   q.sent_vpsn = q.ack_vpsn;
   q.send_seq = q.done_seq;
   Kick(qi);
+}
+
+void Fabric::NoteProgress(Qp& q) {
+  q.retries = 0;
+  q.retry_started = false;
+  q.last_progress_ns = clock_->NowNs();
 }
 
 // ------------------------------------------------------------------ errors
