@@ -70,6 +70,9 @@ enum class Mutation : uint32_t {
                                    // peer does not mark the one it last paired with replaced
   kSimImpliedNakUnbounded,         // sim: every NAK-sequence error and implied NAK restarts the
                                    // send queue, uncounted, even while a retry is under way
+  kEngineC7DropFailedBringUp,      // engine: a context whose bring-up failed at construction is
+                                   // dropped (no rail for the process's life) instead of being
+                                   // brought up in place later
   kCount,
 };
 
@@ -181,6 +184,8 @@ inline std::string_view MutationName(Mutation m) {
       return "engine_c6_forget_replaced_at_ready";
     case Mutation::kSimImpliedNakUnbounded:
       return "sim_implied_nak_unbounded";
+    case Mutation::kEngineC7DropFailedBringUp:
+      return "engine_c7_drop_failed_bring_up";
     case Mutation::kCount:
       break;
   }

@@ -2,6 +2,7 @@
 // device context (see context.h for what must stay true).
 #include "engine/context.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -32,6 +33,8 @@ std::string_view ContextStageName(Context::Stage s) {
       return "cqs";
     case Context::Stage::kArmCqs:
       return "arm_cqs";
+    case Context::Stage::kRegions:
+      return "regions";
     case Context::Stage::kDone:
       return "done";
   }
@@ -80,8 +83,23 @@ absl::Status Context::Enable() {
   FERRY_CHECK(empty());
   absl::Status s = EnableStages();
   if (s.ok()) {
+    base::MutexLock l(&mu_);
+    reached_ = Stage::kRegions;
+    s = RegisterRecorded();
+    if (s.ok()) {
+      // Published: from here new regions register at once and the engine
+      // routes tasks here.
+      reg_pd_ = pd_.get();
+      published_ = Published{gid_, lid_};
+      up_.store(true, std::memory_order_release);
+    }
+  }
+  if (s.ok()) {
     enabled_ = true;
+    ever_up_ = true;
     reached_ = Stage::kDone;
+    reenable_backoff_ns_ = 0;
+    reenable_at_ns_.store(0, std::memory_order_release);
     base::MutexLock l(&async_mu_);
     async_ctx_ = ctx_.get();
     return s;
@@ -127,6 +145,7 @@ absl::Status Context::EnableStages() {
     gid_choice_ = sel.why;
   }
   FERRY_ASSIGN_OR_RETURN(gid_, verbs_->QueryGid(ctx_.get(), port_num_, gid_index_));
+  exceeds_device_ = true;  // until every capability check passed
   if (wr_depth_ > attr_.max_qp_wr) {
     return absl::InvalidArgumentError(
         absl::StrCat("wr_depth ", wr_depth_, " exceeds the device's max_qp_wr ", attr_.max_qp_wr));
@@ -144,6 +163,7 @@ absl::Status Context::EnableStages() {
         absl::StrCat("workers x cqs_per_worker = ", uint64_t{workers_} * cqs_per_worker_,
                      " exceeds the device's max_cq ", attr_.max_cq));
   }
+  exceeds_device_ = false;
   reached_ = Stage::kAllocPd;
   {
     FERRY_ASSIGN_OR_RETURN(hal::PdHandle h, verbs_->AllocPd(ctx_.get()));
@@ -179,6 +199,7 @@ absl::Status Context::Disable() {
   };
   {
     base::MutexLock l(&mu_);
+    reg_pd_ = {};  // up() stays: a rollback of a re-enable keeps the rail
     for (auto& [id, r] : regions_) note(r.mr.Reset());
   }
   for (OwnedCq& cq : cqs_) note(cq.Reset());
@@ -213,7 +234,17 @@ void Context::ForgetAll() {
 }
 
 absl::Status Context::Reenable() {
-  // Close the device: every object it holds dies with it.
+  {
+    // No new MR from now on: a region registered meanwhile is recorded and
+    // registered by the Enable below, never twice. The context stays up()
+    // and published (tasks wait on its parked rail, peers keep its entry
+    // and refetch on the REM_ACCESS_ERR its new rkeys cause).
+    base::MutexLock l(&mu_);
+    reg_pd_ = {};
+  }
+  // Close the device: every object it holds dies with it. A context whose
+  // bring-up failed holds at most what its rollback could not destroy,
+  // and then the device too (it is closed last).
   if (ctx_.held()) {
     {
       base::MutexLock l(&async_mu_);
@@ -224,9 +255,25 @@ absl::Status Context::Reenable() {
   }
   enabled_ = false;
   FERRY_CHECK(empty());
-  FERRY_RETURN_IF_ERROR(Enable());
+  return Enable();  // registers every region
+}
+
+void Context::ReenableFailed(uint64_t now_ns, uint64_t first_ns, uint64_t max_ns) {
+  reenable_backoff_ns_ =
+      reenable_backoff_ns_ == 0 ? first_ns : std::min(reenable_backoff_ns_ * 2, max_ns);
+  ++reenable_failures_;
+  reenable_at_ns_.store(now_ns + reenable_backoff_ns_, std::memory_order_release);
+}
+
+std::optional<Context::Published> Context::published() const {
+  if (!up()) return std::nullopt;
   base::MutexLock l(&mu_);
+  return published_;
+}
+
+absl::Status Context::RegisterRecorded() {
   for (auto& [id, r] : regions_) {
+    FERRY_CHECK(!r.mr.held());
     FERRY_ASSIGN_OR_RETURN(
         hal::MrInfo info,
         verbs_->RegMr(pd_.get(), r.addr, r.len_bytes,
@@ -279,13 +326,20 @@ absl::Status Context::RecreateCq(uint32_t worker, uint32_t i) {
 }
 
 absl::StatusOr<RegionKeys> Context::RegisterRegion(uint64_t region, void* addr, size_t len_bytes) {
-  if (!enabled_) return absl::FailedPreconditionError("context not enabled");
-  FERRY_ASSIGN_OR_RETURN(
-      hal::MrInfo info,
-      verbs_->RegMr(pd_.get(), addr, len_bytes,
-                    hal::kAccessLocalWrite | hal::kAccessRemoteWrite | hal::kAccessRemoteRead));
   base::MutexLock l(&mu_);
   FERRY_CHECK(regions_.find(region) == regions_.end());
+  if (!reg_pd_.valid()) {
+    // Down (a failed bring-up, or a re-enable under way): recorded; the
+    // next successful Enable registers it.
+    Region& r = regions_[region];
+    r.addr = addr;
+    r.len_bytes = len_bytes;
+    return r.keys;
+  }
+  FERRY_ASSIGN_OR_RETURN(
+      hal::MrInfo info,
+      verbs_->RegMr(reg_pd_, addr, len_bytes,
+                    hal::kAccessLocalWrite | hal::kAccessRemoteWrite | hal::kAccessRemoteRead));
   Region& r = regions_[region];
   r.addr = addr;
   r.len_bytes = len_bytes;
@@ -307,6 +361,9 @@ absl::StatusOr<RegionKeys> Context::KeysOf(uint64_t region) const {
   base::MutexLock l(&mu_);
   auto it = regions_.find(region);
   if (it == regions_.end()) return absl::NotFoundError(absl::StrCat("no region ", region));
+  if (!it->second.mr.held())
+    return absl::UnavailableError(absl::StrCat("region ", region, " is not registered on ", device_,
+                                               ": the context is down"));
   return it->second.keys;
 }
 

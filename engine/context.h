@@ -10,26 +10,37 @@
 //
 // Thread safety: Enable/Disable/Reenable run when no worker touches the
 // context (construction, shutdown after workers stopped, or the owner of a
-// DEVICE_FATAL recovery once every endpoint on it is gone). The MR table
-// (RegisterRegion/DeregisterRegion/keys) is the one piece of cross-thread
-// state here and is guarded by mu_. A CQ is used only by the worker it
-// belongs to (cq(worker, i)).
+// DEVICE_FATAL recovery or of a late bring-up once every endpoint on it is
+// gone). The MR table (RegisterRegion/DeregisterRegion/keys) and the
+// published view of the device (Published: up or not, GID, LID) are the
+// cross-thread state here, guarded by mu_; up(), epoch() and
+// reenable_at_ns() are atomics any thread may read. A CQ is used only by
+// the worker it belongs to (cq(worker, i)).
 //
 // What must stay true:
 // - A failed Enable releases exactly what it created, each once, and leaves
 //   the context empty, so a later Enable can succeed (C7).
 // - Disable is idempotent and resumable: a handle whose destroy failed stays
 //   held and the next Disable retries it; nothing is destroyed twice.
-// - Reenable (after DEVICE_FATAL) closes the device (which frees every
-//   object it holds: those handles are forgotten, not destroyed again),
-//   brings it up again and re-registers every region, so its rkeys change;
-//   the engine then bumps the segment-descriptor version.
+// - Reenable (after DEVICE_FATAL, or for a context whose bring-up failed
+//   at engine construction: re-enabled in place) closes the device if one
+//   is open (which frees every object it holds: those handles are
+//   forgotten, not destroyed again), brings it up again and registers
+//   every region, so its rkeys change; the engine then bumps the
+//   segment-descriptor version. up() goes from false to true once, at the
+//   first successful Enable, and never back.
+// - A region registered while the context is down (its bring-up failed, or
+//   a Reenable is under way) is recorded without an MR and registered by
+//   the next successful Enable; new MRs are made only between a successful
+//   Enable and the next Reenable or Disable, so no region is registered
+//   twice.
 #ifndef FERRY_ENGINE_CONTEXT_H_
 #define FERRY_ENGINE_CONTEXT_H_
 
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +73,7 @@ class Context {
     kCompChannels,
     kCqs,
     kArmCqs,
+    kRegions,  // the regions recorded while the context was down
     kDone,
   };
 
@@ -73,20 +85,53 @@ class Context {
   Context& operator=(const Context&) = delete;
 
   // Brings the device up (open, query, PD, one completion channel and
-  // cqs_per_worker CQs per worker, CQs armed). On failure every handle
-  // created so far is released (each once) and the error is returned with
-  // the stage named. Precondition: the context is empty (!enabled()).
+  // cqs_per_worker CQs per worker, CQs armed, every recorded region
+  // registered) and publishes it (up()). On failure every handle created so
+  // far is released (each once) and the error is returned with the stage
+  // named. Precondition: the context is empty (!enabled()).
   absl::Status Enable();
   // Releases every held handle in dependency order (MRs, CQs, channels, PD,
   // device). Idempotent; on a failed destroy the handle stays held and the
   // first error is returned (call again to retry). QPs must be gone first.
   absl::Status Disable();
-  // DEVICE_FATAL recovery: close the device (forgetting every object it
-  // held), Enable again, re-register every region. Precondition: no
-  // endpoint holds a QP on this context.
+  // DEVICE_FATAL recovery, or a late bring-up in place: close the device
+  // if one is open (forgetting every object it held), Enable again (which
+  // registers every region). Precondition: no endpoint holds a QP on this
+  // context.
   absl::Status Reenable();
 
   bool enabled() const { return enabled_; }
+  // Up (any thread): from the first successful Enable on (a failed
+  // re-enable or a Disable leaves it set: the device stays in the
+  // descriptor, as during any DEVICE_FATAL recovery). A
+  // context whose bring-up failed is not up until its owners bring it up
+  // in place; the engine routes no task to it and leaves it out of its
+  // descriptor meanwhile. A DEVICE_FATAL recovery keeps the context up
+  // (its rail is parked: tasks wait, as on any paused rail).
+  bool up() const { return up_.load(std::memory_order_acquire); }
+  // True once an Enable succeeded (owner threads): false only for a
+  // context whose bring-up failed at engine construction and has not been
+  // brought up in place since.
+  bool ever_up() const { return ever_up_; }
+  // The bring-up failed because the configuration exceeds what the device
+  // offers (wr_depth, qps_per_endpoint, cqe_limit, CQ count): a retry
+  // cannot succeed, so the engine does not keep such a context.
+  bool exceeds_device() const { return exceeds_device_; }
+  // What a descriptor says of this device (any thread): nullopt while the
+  // context is not up; after a re-enable, the new device's GID and LID.
+  struct Published {
+    hal::Gid gid;
+    uint16_t lid = 0;
+  };
+  std::optional<Published> published() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Re-enable backoff (docs/design.md section 4): a failed Reenable is
+  // retried no earlier than reenable_at_ns(); the wait starts at
+  // `first_ns` and doubles per failure up to `max_ns` (the rail cooldown
+  // bounds). The owner running the re-enable calls these; any thread reads
+  // reenable_at_ns() (0: no wait).
+  void ReenableFailed(uint64_t now_ns, uint64_t first_ns, uint64_t max_ns);
+  uint64_t reenable_at_ns() const { return reenable_at_ns_.load(std::memory_order_acquire); }
+  uint64_t reenable_failures() const { return reenable_failures_; }
   bool empty() const;  // no handle held at all
   uint32_t index() const { return index_; }
   const std::string& device() const { return device_; }
@@ -147,7 +192,9 @@ class Context {
 
   // ------------------------------------------------------------ MR table
   // Registers [addr, addr+len) under `region` (any thread). On failure
-  // nothing stays registered.
+  // nothing stays registered. While the context is down (see above) the
+  // region is recorded without an MR (keys 0; KeysOf says kUnavailable)
+  // and the next successful Enable registers it.
   absl::StatusOr<RegionKeys> RegisterRegion(uint64_t region, void* addr, size_t len_bytes);
   // Deregisters `region`; kNotFound if unknown. On a failed dereg the MR
   // stays in the table.
@@ -163,6 +210,7 @@ class Context {
     RegionKeys keys;
   };
   absl::Status EnableStages();
+  absl::Status RegisterRecorded() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ForgetAll();  // after CloseDevice destroyed every object
 
   hal::Verbs* const verbs_;
@@ -192,6 +240,12 @@ class Context {
   hal::Mtu active_mtu_ = hal::Mtu::k1024;
   bool port_active_at_enable_ = true;
   uint32_t cqe_capacity_ = 0;
+  bool ever_up_ = false;
+  bool exceeds_device_ = false;
+  uint64_t reenable_backoff_ns_ = 0;
+  uint64_t reenable_failures_ = 0;
+  std::atomic<bool> up_{false};
+  std::atomic<uint64_t> reenable_at_ns_{0};
 
   std::atomic<uint32_t> parked_{0};
   std::atomic<uint64_t> epoch_{0};
@@ -202,6 +256,9 @@ class Context {
 
   mutable base::Mutex mu_;
   std::map<uint64_t, Region> regions_ ABSL_GUARDED_BY(mu_);
+  // The PD new regions register on: valid exactly while the context is up.
+  hal::PdHandle reg_pd_ ABSL_GUARDED_BY(mu_);
+  Published published_ ABSL_GUARDED_BY(mu_);
 };
 
 std::string_view ContextStageName(Context::Stage s);

@@ -1,10 +1,12 @@
 // engine/descriptor_wire.cc: the descriptor codec (see descriptor_wire.h).
 #include "engine/descriptor_wire.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/handshake.h"
 
 namespace ferry::engine {
 
@@ -119,9 +121,16 @@ absl::StatusOr<DescMessage> DecodeDesc(absl::Span<const uint8_t> bytes) {
     d.version = r.Le(8);
     const uint64_t ndev = r.Le(2);
     if (ndev > kDescDevicesMax) return bad("too many devices");
+    // A segment is reached through one of its devices: none, or a name a
+    // handshake cannot carry as its dst_nic, is refused here (C8).
+    if (ndev == 0 && r.ok()) return bad("no device");
     for (uint64_t i = 0; i < ndev && r.ok(); ++i) {
       DeviceDescriptor dev;
       dev.name = r.Str();
+      if (r.ok() && (dev.name.empty() || dev.name.size() > kNicNameBytesMax ||
+                     !std::all_of(dev.name.begin(), dev.name.end(),
+                                  [](char c) { return c >= 0x21 && c <= 0x7e; })))
+        return bad("device name");
       for (uint8_t& b : dev.gid) b = static_cast<uint8_t>(r.Le(1));
       dev.lid = static_cast<uint16_t>(r.Le(2));
       d.devices.push_back(std::move(dev));

@@ -99,6 +99,11 @@ absl::StatusOr<std::unique_ptr<EngineImpl>> EngineImpl::Create(
   return e;
 }
 
+// A context whose bring-up fails stays a rail of the engine, down: its
+// owners retry the bring-up in place (Context::Reenable, with the re-enable
+// backoff), and until it is up no task is routed to it and the descriptor
+// leaves it out. Only a configuration the device cannot offer (a retry
+// cannot help) drops it, and Create fails when no context came up.
 absl::Status EngineImpl::EnableContexts() {
   std::vector<std::string> names = config_.devices;
   if (names.empty()) {
@@ -107,17 +112,27 @@ absl::Status EngineImpl::EnableContexts() {
   }
   if (names.empty()) return absl::NotFoundError("no RDMA device");
   absl::Status last;
+  bool any_up = false;
+  const uint64_t now = env_.clock->NowNs();
   for (const std::string& name : names) {
     auto ctx = std::make_unique<engine::Context>(
         env_.verbs, name, config_, static_cast<uint32_t>(contexts_.size()), &ledger_, mutations_);
     absl::Status s = ctx->Enable();
     if (!s.ok()) {
-      last = s;
-      continue;  // the context released what it created (C7)
+      last = s;  // the context released what it created (C7)
+      // Test-only: the old rule, the NIC is no rail for the process's life.
+      if (ctx->exceeds_device() ||
+          (mutations_ != nullptr && mutations_->on(base::Mutation::kEngineC7DropFailedBringUp)))
+        continue;
+      ctx->ReenableFailed(now, config_.rail_cooldown_ns, config_.rail_cooldown_ns_max);
     }
+    any_up = any_up || s.ok();
     contexts_.push_back(std::move(ctx));
   }
-  if (contexts_.empty()) return last;
+  if (!any_up) {
+    contexts_.clear();  // each released what it created
+    return last;
+  }
   return absl::OkStatus();
 }
 
@@ -228,18 +243,25 @@ SegmentDescriptor EngineImpl::LocalSegment() const {
   d.address = env_.control_net->LocalAddress();
   d.incarnation = incarnation_;
   d.version = version_;
+  // Only the devices that are up (a peer routing to one that is down
+  // would wait out its handshake timeout): a device's rkeys are column i
+  // of every buffer, i its place in `devices`.
+  std::vector<const engine::Context*> up;
   for (const auto& c : contexts_) {
+    const std::optional<engine::Context::Published> p = c->published();
+    if (!p) continue;
     DeviceDescriptor dd;
     dd.name = c->device();
-    dd.gid = c->gid().raw;
-    dd.lid = c->lid();
+    dd.gid = p->gid.raw;
+    dd.lid = p->lid;
     d.devices.push_back(std::move(dd));
+    up.push_back(c.get());
   }
   for (const auto& [start, r] : regions_) {
     BufferDescriptor b;
     b.addr = r.addr;
     b.length_bytes = r.len_bytes;
-    for (const auto& c : contexts_) {
+    for (const engine::Context* c : up) {
       auto k = c->KeysOf(r.id);
       b.rkeys.push_back(k.ok() ? k->rkey : 0);
     }
@@ -552,8 +574,17 @@ std::shared_ptr<engine::TaskRoute> EngineImpl::RouteOf(const Request& r, uint32_
   route->segment = r.segment.id;
   route->segment_version = seg.version;
   route->peer_incarnation = seg.incarnation;
-  // Rail: spread tasks over local contexts and the peer's devices.
-  route->context = index % static_cast<uint32_t>(contexts_.size());
+  // Rail: spread tasks over local contexts and the peer's devices; a
+  // context that is down (a bring-up still to be retried in place, a
+  // re-enable that failed) passes its share to the next one up.
+  const uint32_t n = static_cast<uint32_t>(contexts_.size());
+  route->context = index % n;
+  for (uint32_t k = 0; k < n; ++k) {
+    if (contexts_[(index + k) % n]->up()) {
+      route->context = (index + k) % n;
+      break;
+    }
+  }
   const size_t pdev = seg.devices.empty() ? 0 : index % seg.devices.size();
   const std::string peer_nic = seg.devices.empty() ? "" : seg.devices[pdev].name;
   route->peer_path = seg.address + "@" + peer_nic;
@@ -563,7 +594,10 @@ std::shared_ptr<engine::TaskRoute> EngineImpl::RouteOf(const Request& r, uint32_
       // refresh a key that is already new.
       route->lkey_epoch = contexts_[route->context]->epoch();
       route->region = reg.id;
-      route->lkey = contexts_[route->context]->KeysOf(reg.id)->lkey;
+      // Not registered there (the context went down since): the owner
+      // takes the keys of the new epoch before it posts.
+      auto keys = contexts_[route->context]->KeysOf(reg.id);
+      route->lkey = keys.ok() ? keys->lkey : 0;
     }
   }
   for (const BufferDescriptor& buf : seg.buffers)

@@ -84,7 +84,8 @@ std::vector<hal::CqHandle> SteppedEngine::WorkerCqs(uint32_t w) const {
   FERRY_CHECK(w < worker_count());
   std::vector<hal::CqHandle> out;
   for (const auto& c : impl_->contexts())
-    for (uint32_t i = 0; i < c->cqs_per_worker(); ++i) out.push_back(c->cq(w, i));
+    for (uint32_t i = 0; i < c->cqs_per_worker(); ++i)
+      if (const hal::CqHandle cq = c->cq(w, i); cq.valid()) out.push_back(cq);
   return out;
 }
 
@@ -138,6 +139,10 @@ std::optional<uint32_t> SteppedEngine::ContextIndexOf(std::string_view device) c
   for (uint32_t i = 0; i < cs.size(); ++i)
     if (cs[i]->device() == device) return i;
   return std::nullopt;
+}
+bool SteppedEngine::ContextUp(uint32_t context) const {
+  FERRY_CHECK(context < impl_->contexts().size());
+  return impl_->contexts()[context]->up();
 }
 std::optional<SteppedEngine::PeerRecord> SteppedEngine::PeerRecordOf(
     uint32_t w, uint32_t context, std::string_view peer_path) const {

@@ -149,8 +149,12 @@ class SteppedEngine {
   // That endpoint's state, generation and what it recorded of its peer
   // (nullopt: no endpoint), for readers that may not see engine/endpoint.h.
   // The index of the context of device `device` (a device whose bring-up
-  // failed has none, and later contexts shift down).
+  // failed is kept, down, and brought up in place later; only one whose
+  // configuration exceeds the device has none, and later contexts shift
+  // down).
   std::optional<uint32_t> ContextIndexOf(std::string_view device) const;
+  // Whether that context is up (enabled, its regions registered).
+  bool ContextUp(uint32_t context) const;
   struct PeerRecord {
     bool ready = false;
     uint64_t generation = 0;  // the endpoint's own

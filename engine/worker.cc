@@ -27,6 +27,16 @@ Worker::Worker(uint32_t id, WorkerEnv* env) : id_(id), env_(env), cfg_(*env->con
   for (Context* c : env_->contexts) {
     stores_.push_back(std::make_unique<Store>(cfg_.endpoint_store_capacity));
     rails_.emplace_back();
+    if (!c->enabled()) {
+      // Its bring-up failed (C7): the rail starts parked, as if the device
+      // had died, and the owner whose park completes the count (the last
+      // worker built) brings it up in place (ServeParkedContexts).
+      Rail& r = rails_.back();
+      r.parked = true;
+      r.park_epoch = c->epoch();
+      r.must_reenable = c->Park();
+      continue;
+    }
     for (uint32_t i = 0; i < c->cqs_per_worker(); ++i) {
       quota_[c->cq(id_, i).id] =
           std::make_unique<CqQuota>(c->cqe_capacity(), cfg_.zombie_quota_max, env_->mutations,
@@ -169,10 +179,16 @@ WaitSet Worker::WaitSetNow() {
   if (ws.deadline_ns && *ws.deadline_ns <= now) ws.work_now = true;
   for (uint32_t ci = 0; ci < env_->contexts.size(); ++ci) {
     if (rails_[ci].parked) {
-      // Waiting for the re-enable (another owner runs it): look again soon.
-      consider(now + kParkedRecheckNs);
-      if (rails_[ci].must_reenable || env_->contexts[ci]->epoch() != rails_[ci].park_epoch)
-        ws.work_now = true;
+      // Waiting for the re-enable (this owner or another runs it, not
+      // before its backoff ends): look again soon after.
+      const uint64_t at = shutdown_ ? 0 : env_->contexts[ci]->reenable_at_ns();
+      if (rails_[ci].must_reenable && at > now) {
+        consider(at);
+      } else {
+        consider(std::max(now, at) + kParkedRecheckNs);
+        if (rails_[ci].must_reenable) ws.work_now = true;
+      }
+      if (env_->contexts[ci]->epoch() != rails_[ci].park_epoch) ws.work_now = true;
       continue;
     }
     ws.channels.push_back(env_->contexts[ci]->channel(id_));
@@ -180,7 +196,15 @@ WaitSet Worker::WaitSetNow() {
   return ws;
 }
 
-bool Worker::ShutDown() const { return shutdown_ && LiveEndpoints() == 0 && retiring_.empty(); }
+bool Worker::ShutDown() const {
+  if (!shutdown_ || LiveEndpoints() != 0 || !retiring_.empty()) return false;
+  // The owner that completed a DEVICE_FATAL park count re-enables first:
+  // the other owners' retiring endpoints on that context resolve only at
+  // their resume. (A context that never came up has no endpoint anywhere.)
+  for (uint32_t ci = 0; ci < env_->contexts.size(); ++ci)
+    if (rails_[ci].must_reenable && env_->contexts[ci]->ever_up()) return false;
+  return true;
+}
 
 uint64_t Worker::QuotaUsed() const {
   uint64_t n = 0;
@@ -201,7 +225,8 @@ std::vector<hal::CqHandle> Worker::OwnedCqs() const {
 
 void Worker::ForEachOwnedCq(absl::FunctionRef<void(hal::CqHandle)> f) const {
   for (Context* c : env_->contexts)
-    for (uint32_t i = 0; i < c->cqs_per_worker(); ++i) f(c->cq(id_, i));
+    for (uint32_t i = 0; i < c->cqs_per_worker(); ++i)
+      if (const hal::CqHandle cq = c->cq(id_, i); cq.valid()) f(cq);
 }
 
 void Worker::ForEachPolledCq(absl::FunctionRef<void(hal::CqHandle)> f) const {

@@ -324,13 +324,6 @@ void Worker::OnReq(const HandshakeMessage& m, const std::string& from) {
 }
 
 bool Worker::ReqGated(const HandshakeMessage& m, const std::string& from, const Key& key) {
-  if (rails_[key.first].parked) {
-    // The device is being closed and re-opened (DEVICE_FATAL): no endpoint
-    // can be built on it now (its CQs and their ledgers are being
-    // replaced). The peer resends its REQ until the handshake timeout.
-    NoteEvent("req_parked", key, m.incarnation, m.generation);
-    return true;
-  }
   // C6: a REQ that names another incarnation than this process's as its
   // target (an earlier one: incarnations are unordered random numbers, so
   // any other) was sent to a process that has exited since (a delayed REQ
@@ -341,6 +334,14 @@ bool Worker::ReqGated(const HandshakeMessage& m, const std::string& from, const 
   if (TargetsAnotherIncarnation(m)) {
     NoteEvent("req_other_target", key, m.incarnation, m.generation);
     SendReply(from, m, HandshakeType::kError, kTargetRestarted);
+    return true;
+  }
+  if (rails_[key.first].parked) {
+    // The device is being closed and re-opened (DEVICE_FATAL), or its
+    // bring-up failed and waits for its retry in place: no endpoint can be
+    // built on it now (its CQs and their ledgers are being replaced or do
+    // not exist). The peer resends its REQ until the handshake timeout.
+    NoteEvent("req_parked", key, m.incarnation, m.generation);
     return true;
   }
   // C6: a REQ from an incarnation this key already replaced is a delayed

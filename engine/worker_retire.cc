@@ -19,8 +19,8 @@ using namespace worker_internal;  // NOLINT(build/namespaces): the worker's own 
 void Worker::OnAsync(const hal::AsyncEvent& e) {
   const uint64_t now = env_->clock->NowNs();
   std::optional<uint32_t> ctx;
-  for (uint32_t i = 0; i < env_->contexts.size(); ++i)
-    if (env_->contexts[i]->handle() == e.context) ctx = i;
+  for (uint32_t i = 0; i < env_->contexts.size(); ++i)  // a down context has no handle
+    if (e.context.valid() && env_->contexts[i]->handle() == e.context) ctx = i;
   switch (e.type) {
     case hal::AsyncEventType::kQpFatal:
     case hal::AsyncEventType::kQpReqErr:
@@ -160,19 +160,27 @@ void Worker::ParkForDeviceFatal(uint32_t ctx) {
 }
 
 void Worker::ServeParkedContexts() {
+  const uint64_t now = env_->clock->NowNs();
   for (uint32_t ci = 0; ci < env_->contexts.size(); ++ci) {
     Rail& r = rails_[ci];
     if (!r.parked) continue;
     Context* c = env_->contexts[ci];
-    if (r.must_reenable) {
+    // At shutdown without the backoff: other owners may wait on it.
+    if (r.must_reenable && (now >= c->reenable_at_ns() || shutdown_)) {
       // Every owner is parked: nobody else touches this context now.
-      if (!c->Reenable().ok()) continue;  // retried at the next sweep
+      const bool in_place = !c->ever_up();  // its bring-up failed at construction
+      if (absl::Status s = c->Reenable(); !s.ok()) {
+        c->ReenableFailed(now, cfg_.rail_cooldown_ns, cfg_.rail_cooldown_ns_max);
+        NoteEvent("ctx_reenable_failed", Key{ci, ""}, c->reenable_failures(),
+                  c->reenable_at_ns() - now);
+        continue;  // retried when its backoff ends
+      }
       r.must_reenable = false;
       if (env_->observer != nullptr)
         for (uint32_t w = 0; w < cfg_.workers; ++w)
           for (uint32_t i = 0; i < c->cqs_per_worker(); ++i)
             env_->observer->OnCqCreated(w, c->cq(w, i));
-      NoteEvent("ctx_reenabled", Key{ci, ""}, c->epoch() + 1, 0);
+      NoteEvent(in_place ? "ctx_up_in_place" : "ctx_reenabled", Key{ci, ""}, c->epoch() + 1, 0);
       r.reset_requested = false;
       c->Unpark();
       if (env_->context_reenabled) env_->context_reenabled(ci);

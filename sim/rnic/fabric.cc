@@ -564,6 +564,11 @@ absl::StatusOr<hal::CqInfo> Fabric::VerbCreateCq(uint32_t host, hal::ContextHand
   if (cqe == 0 || cqe > limits_.max_cqe) return Errno("ibv_create_cq", EINVAL);
   if (ctxs_[ci].fatal) return Errno("ibv_create_cq", EIO);
   if (d.live_cq >= limits_.max_cq) return Errno("ibv_create_cq", ENOMEM);
+  if (d.script_cq_create_fail > 0) {
+    --d.script_cq_create_fail;
+    CountFault(FaultKind::kResourceFail);
+    return Errno("ibv_create_cq", ENOMEM);
+  }
   if (InjectFault(FaultKind::kResourceFail)) return Errno("ibv_create_cq", ENOMEM);
   uint32_t capacity = cqe;
   if (config_.profile == RnicProfile::kMlx5) {

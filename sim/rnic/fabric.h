@@ -387,6 +387,7 @@ class Fabric final : public Actor {
     uint64_t tx_free_ns = 0;
     uint32_t live_qp = 0, live_cq = 0, live_mr = 0, live_pd = 0;
     uint32_t cq_ordinal = 0;
+    uint32_t script_cq_create_fail = 0;                 // scripted resource_fail on a cq target
     absl::flat_hash_map<uint32_t, uint32_t> qpn_to_qp;  // lookup only
     std::vector<uint32_t> free_qpns;                    // LIFO reuse
     uint32_t next_qpn = 0x11;

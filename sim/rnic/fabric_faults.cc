@@ -82,11 +82,17 @@ absl::Status Fabric::ApplyScripted(const ScriptedFault& f) {
   const uint32_t dev = FindDevice(t.host, t.device);
   if (dev == kNone) return absl::NotFoundError(absl::StrCat("no device ", t.ToString()));
   if (t.kind == TargetKind::kDevice) return ApplyDeviceFault(f, dev);
+  if (t.kind == TargetKind::kCq && f.kind == FaultKind::kResourceFail) {
+    // The device's next ibv_create_cq fails (a CQ's re-create after
+    // CQ_ERR, whichever ordinal it gets).
+    ++devices_[dev].script_cq_create_fail;
+    return absl::OkStatus();
+  }
   if (t.kind == TargetKind::kCq) {
     for (uint32_t ci = 0; ci < cqs_.size(); ++ci) {
       if (cqs_[ci].alive && cqs_[ci].dev == dev && cqs_[ci].ordinal == t.number) {
         if (f.kind != FaultKind::kCqOverrun) {
-          return absl::InvalidArgumentError("only cq_overrun applies to a cq");
+          return absl::InvalidArgumentError("only cq_overrun and resource_fail apply to a cq");
         }
         CountFault(f.kind);
         Overrun(ci);

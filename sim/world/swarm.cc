@@ -24,15 +24,21 @@ namespace {
 
 // Lifecycle record kinds of engine/worker.cc (SimObserver records), listed
 // so a report shows the probes a sweep never reached as 0.
-constexpr std::array<std::string_view, 40> kLifecycleProbes = {
-    "cq_err",          "cq_recreated", "cqe_error",    "ctx_reenabled",   "ctx_resumed",
-    "destroy_failed",  "device_fatal", "dup_req",      "ep_create",       "ep_destroyed",
-    "ep_evict",        "ep_ready",     "ep_retire",    "error_req",       "gid_change",
-    "port_active",     "port_err",     "qp_destroyed", "rail_error",      "rail_pause",
-    "rep_dropped",     "rep_recv",     "rep_sent",     "repost",          "req_recv",
-    "req_sent",        "retry",        "rtu_dropped",  "rtu_recv",        "rtu_sent",
-    "stale_entry",     "stale_recv",   "stale_req",    "timeout",         "timeout_retire",
-    "zombie_escalate", "req_parked",   "rep_mismatch", "refetch_applied", "req_other_target",
+constexpr std::array<std::string_view, 42> kLifecycleProbes = {
+    "cq_err",           "cq_recreated",    "cqe_error",
+    "ctx_reenabled",    "ctx_resumed",     "destroy_failed",
+    "device_fatal",     "dup_req",         "ep_create",
+    "ep_destroyed",     "ep_evict",        "ep_ready",
+    "ep_retire",        "error_req",       "gid_change",
+    "port_active",      "port_err",        "qp_destroyed",
+    "rail_error",       "rail_pause",      "rep_dropped",
+    "rep_recv",         "rep_sent",        "repost",
+    "req_recv",         "req_sent",        "retry",
+    "rtu_dropped",      "rtu_recv",        "rtu_sent",
+    "stale_entry",      "stale_recv",      "stale_req",
+    "timeout",          "timeout_retire",  "zombie_escalate",
+    "req_parked",       "rep_mismatch",    "refetch_applied",
+    "req_other_target", "ctx_up_in_place", "ctx_reenable_failed",
 };
 
 constexpr std::array<std::string_view, 23> kCounterProbes = {

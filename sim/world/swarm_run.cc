@@ -299,17 +299,22 @@ class Run {
                           std::string(TaskStatusName(st.value_or(TaskStatus::kPending))));
         }
       }
-      // The engine's own records say each local rail it holds posted (the
-      // rail of a batch index is the engine's choice; this checks it took
-      // them all). A NIC whose bring-up failed is not a rail of the engine:
-      // counted (world.rails_absent), not judged (docs/simulator.md 9.1).
+      // The engine's own records say each local rail posted (the rail of a
+      // batch index is the engine's choice; this checks it took them all).
+      // A NIC whose bring-up failed is a rail too: its owners bring it up
+      // in place once the faults are off (C7), within the rail cooldown
+      // bound wave 2 waited out.
       const auto& recs = w.host(h).obs->records();
       for (uint32_t d = 0; d < shape_.nics; ++d) {
         const std::string prefix = absl::StrCat("sim", d, "|");
-        if (!w.host(h).engine->ContextIndexOf(absl::StrCat("sim", d)).has_value()) {
-          ++rails_absent_;
-          continue;
-        }
+        const std::optional<uint32_t> ci = w.host(h).engine->ContextIndexOf(absl::StrCat("sim", d));
+        if (!ci.has_value())
+          return Live(absl::StrCat("wave 3: rail h", h, "/sim", d,
+                                   " is no rail of the engine: its bring-up failed and it was "
+                                   "dropped, not brought up in place (C7)"));
+        if (!w.host(h).engine->ContextUp(*ci))
+          return Live(absl::StrCat("wave 3: rail h", h, "/sim", d, " is still down ",
+                                   shape_.rail_cooldown_ns_max, " ns after the faults stopped"));
         bool posted = false;
         for (size_t i = mark; i < recs.size() && !posted; ++i)
           posted = recs[i].kind == "post" && absl::StartsWith(recs[i].key, prefix);
@@ -715,7 +720,6 @@ class Run {
     CollectReport(*w_, plan_, o_.trace_record_max, r_);
     if (random_) r_->probes["world.remote_waits"] = r_->remote_waits;
     r_->probes["world.open_retries"] = r_->open_retries;
-    if (rails_absent_ != 0) r_->probes["world.rails_absent"] = rails_absent_;
   }
 
   uint64_t seed_;
@@ -741,7 +745,6 @@ class Run {
   std::vector<std::map<uint32_t, PeerSegment>> segs_;  // per host, by peer
   std::vector<std::vector<uint32_t>> peers_;           // per host: first-wave peers
   uint64_t round_ = 0;
-  uint64_t rails_absent_ = 0;  // wave 3: NICs whose bring-up failed (no rail of the engine)
   uint64_t next_tag_ = 1;
   std::string failure_;  // set by a round (runs inside the scheduler)
   FailureClass cls_ = FailureClass::kNone;

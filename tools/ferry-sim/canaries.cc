@@ -42,6 +42,7 @@ constexpr Canary kCanaries[] = {
     {base::Mutation::kEngineC2TimeoutSpills, "C2 a timeout retire fails an innocent slice"},
     {base::Mutation::kEngineEvictBusyAsIdle, "a busy endpoint evicted as idle"},
     {base::Mutation::kEngineC8SkipValidation, "C8 a refused batch enqueues its valid prefix"},
+    {base::Mutation::kEngineC7DropFailedBringUp, "C7 a NIC whose bring-up failed is dropped"},
 };
 
 }  // namespace

@@ -169,5 +169,90 @@ TEST(ContextC7, MutationLeakOnRollbackIsCaught) {
 #endif
 }
 
+// A region registered while the context is down (its bring-up failed) is
+// recorded, and the Enable that later succeeds in place registers it.
+TEST(ContextC7, ARegionRecordedWhileDownIsRegisteredByTheLaterEnable) {
+  World w(13);
+  Context ctx(w.faults.get(), "sim0", w.config, 0, &w.ledger, &w.mutations);
+  w.faults->fail_at = 0;  // the open fails
+  ASSERT_FALSE(ctx.Enable().ok());
+  EXPECT_FALSE(ctx.up());
+  EXPECT_FALSE(ctx.published().has_value());
+  std::vector<uint8_t> buf(4096);
+  auto k0 = ctx.RegisterRegion(1, buf.data(), buf.size());
+  ASSERT_TRUE(k0.ok()) << k0.status();
+  EXPECT_EQ(ctx.KeysOf(1).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(w.fabric->LiveCount(ObjectKind::kMr), 0u);
+  w.faults->fail_at = -1;
+  ASSERT_TRUE(ctx.Reenable().ok());  // in place: nothing to close
+  EXPECT_TRUE(ctx.up());
+  EXPECT_TRUE(ctx.published().has_value());
+  auto k1 = ctx.KeysOf(1);
+  ASSERT_TRUE(k1.ok()) << k1.status();
+  EXPECT_NE(k1->rkey, 0u);
+  EXPECT_EQ(w.fabric->LiveCount(ObjectKind::kMr), 1u);
+  ASSERT_TRUE(ctx.DeregisterRegion(1).ok());
+  ASSERT_TRUE(ctx.Disable().ok());
+  EXPECT_TRUE(NothingLeaked(w));
+}
+
+// A bring-up that fails at any call and is then re-enabled in place (the
+// engine's retry of a NIC that did not come up): each handle of both
+// attempts is released once (the ledger and the RNIC agree), with a region
+// registered in between.
+TEST(ContextC7, ReenableInPlaceAfterAFailureAtEveryCallReleasesEachHandleOnce) {
+  const int64_t calls = CleanBringUpCalls();
+  for (int64_t at = 0; at < calls; ++at) {
+    World w(static_cast<uint64_t>(100 + at));
+    Context ctx(w.faults.get(), "sim0", w.config, 0, &w.ledger, &w.mutations);
+    w.faults->fail_at = at;
+    ASSERT_FALSE(ctx.Enable().ok()) << "call " << at;
+    std::vector<uint8_t> buf(4096);
+    ASSERT_TRUE(ctx.RegisterRegion(1, buf.data(), buf.size()).ok());
+    w.faults->fail_at = -1;
+    ASSERT_TRUE(ctx.Reenable().ok()) << "call " << at;
+    EXPECT_EQ(w.fabric->LiveCount(ObjectKind::kMr), 1u) << "call " << at;
+    ASSERT_TRUE(ctx.DeregisterRegion(1).ok());
+    ASSERT_TRUE(ctx.Disable().ok());
+    EXPECT_TRUE(NothingLeaked(w)) << "call " << at;
+  }
+}
+
+// CQ_ERR recovery's re-create fails: the errored CQ stays installed (its
+// owner still sees the context recovering and builds nothing on it) and a
+// later re-create replaces it. "" or what went wrong.
+std::string RecreateFailsOnce(World& w) {
+  Context ctx(w.faults.get(), "sim0", w.config, 0, &w.ledger, &w.mutations);
+  if (!ctx.Enable().ok()) return "enable";
+  const hal::CqHandle old = ctx.cq(1, 0);
+  w.faults->fail_at = w.faults->calls;  // the re-create's ibv_create_cq
+  if (ctx.RecreateCq(1, 0).ok()) return "the re-create did not fail";
+  w.faults->fail_at = -1;
+  if (!ctx.cq(1, 0).valid()) return "a failed re-create left CQ slot (1, 0) empty";
+  if (ctx.cq(1, 0) != old) return "a failed re-create replaced the CQ";
+  if (!ctx.RecreateCq(1, 0).ok()) return "the retry failed";
+  if (!ctx.cq(1, 0).valid() || ctx.cq(1, 0) == old) return "the retry installed no new CQ";
+  if (!ctx.Disable().ok()) return "disable";
+  if (!NothingLeaked(w)) return "leak: " + w.ledger.ToString();
+  return "";
+}
+
+TEST(ContextC7, AFailedCqRecreateKeepsTheErroredCqInstalled) {
+  World w(15);
+  EXPECT_EQ(RecreateFailsOnce(w), "");
+}
+
+// Switch engine_cq_recreate_destroys_first (the order random-world seed
+// 552845864 found): the errored CQ is destroyed before its replacement
+// exists, and a failed create leaves the slot empty.
+TEST(ContextC7, MutationCqRecreateDestroysFirstLeavesAnEmptySlot) {
+  if (!base::Mutations::kCompiledIn) GTEST_SKIP() << "needs a FERRY_MUTATIONS build";
+#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
+  World w(15);
+  w.mutations.Enable(base::Mutation::kEngineCqRecreateDestroysFirst);
+  EXPECT_EQ(RecreateFailsOnce(w), "a failed re-create left CQ slot (1, 0) empty");
+#endif
+}
+
 }  // namespace
 }  // namespace ferry::engine

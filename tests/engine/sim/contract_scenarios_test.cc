@@ -1201,14 +1201,17 @@ TEST(EngineContracts, C6AReqOfAnExitedProcessIsStaleOnceItsSuccessorIsReady) {
 }
 
 // C6 at a NIC the successor lacks (the handshake storm in seed 12132945's
-// first run): h0 restarts and its new process fails to open one of its two
-// NICs; h1 then submits two WRITEs, one per rail, on the segment it opened
-// from h0's old process. Both REQs name the old incarnation as their
-// target: the one to the NIC h0 still has meets the incarnation gate, the
-// one to the NIC it lacks is refused the same way before its NIC is looked
-// up. Both tasks FAIL at once (slices of another incarnation), one REQ per
-// rail. Under engine_c6_accept_other_target the REQ to the missing NIC is
-// answered unknown_nic and h1 resends it until the task's deadline.
+// first run): h0 restarts and its new process fails to bring up one of its
+// two NICs (kept down, to be brought up in place later: C7, so not in its
+// descriptor); h1 then submits two WRITEs, one per rail, on the segment it
+// opened from h0's old process. Both REQs name the old incarnation as their
+// target: the one to the NIC h0 has up meets the incarnation gate, the one
+// to the NIC that is down is refused the same way before its parked rail
+// is looked at. Both tasks FAIL at once (slices of another incarnation),
+// one REQ per rail. Under engine_c6_accept_other_target the REQ to the down
+// NIC is ignored (its rail is parked) and h1 resends it until its
+// handshake timeout. (Before the bring-up was retried in place the NIC was
+// missing and the REQ was answered unknown_nic, resent until the deadline.)
 struct MissingNicOutcome {
   std::string error;
   TaskStatus st[2] = {TaskStatus::kPending, TaskStatus::kPending};
@@ -1294,7 +1297,7 @@ TEST(EngineContracts, C6AReqToANicTheSuccessorLacksFailsItsSlicesAtOnce) {
   base::Mutations m;
   m.Enable(base::Mutation::kEngineC6AcceptOtherTarget);
   const MissingNicOutcome bad = ReqToANicTheSuccessorLacks(1, m);
-  EXPECT_GT(bad.reqs, 100);
+  EXPECT_GT(bad.reqs, 10);
   EXPECT_EQ(bad.other_target, 0);
   EXPECT_TRUE(bad.st[0] == TaskStatus::kTimeout || bad.st[1] == TaskStatus::kTimeout);
   std::printf("under engine_c6_accept_other_target: %d REQs, %s and %s after %llu ns\n", bad.reqs,
