@@ -73,6 +73,9 @@ enum class Mutation : uint32_t {
   kEngineC7DropFailedBringUp,      // engine: a context whose bring-up failed at construction is
                                    // dropped (no rail for the process's life) instead of being
                                    // brought up in place later
+  kEngineResumeDropsOtherLedgers,  // engine: an owner resuming one context drops the CQ ledgers
+                                   // of every other context's CQs but their current ones (a
+                                   // parked context's old CQs lose theirs)
   kCount,
 };
 
@@ -186,6 +189,8 @@ inline std::string_view MutationName(Mutation m) {
       return "sim_implied_nak_unbounded";
     case Mutation::kEngineC7DropFailedBringUp:
       return "engine_c7_drop_failed_bring_up";
+    case Mutation::kEngineResumeDropsOtherLedgers:
+      return "engine_resume_drops_other_ledgers";
     case Mutation::kCount:
       break;
   }

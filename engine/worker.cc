@@ -38,6 +38,7 @@ Worker::Worker(uint32_t id, WorkerEnv* env) : id_(id), env_(env), cfg_(*env->con
       continue;
     }
     for (uint32_t i = 0; i < c->cqs_per_worker(); ++i) {
+      quota_context_[c->cq(id_, i).id] = c->index();
       quota_[c->cq(id_, i).id] =
           std::make_unique<CqQuota>(c->cqe_capacity(), cfg_.zombie_quota_max, env_->mutations,
                                     /*check_every_op=*/base::Mutations::kCompiledIn);

@@ -401,8 +401,12 @@ class Worker {
   std::vector<Slot> slots_;
   std::vector<uint32_t> free_slots_;
   std::map<uint64_t, QpRef> qp_by_uid_;
-  std::map<uint64_t, uint64_t> uid_by_qp_;                         // QP handle id -> uid
-  std::map<uint64_t, std::unique_ptr<CqQuota>> quota_;             // by CQ handle id
+  std::map<uint64_t, uint64_t> uid_by_qp_;              // QP handle id -> uid
+  std::map<uint64_t, std::unique_ptr<CqQuota>> quota_;  // by CQ handle id
+  // The context of each quota_ entry: a resume drops the ledgers of its
+  // own context's old CQs only (another context may be parked, its old
+  // CQs' ledgers still needed until its own resume: campaign seed 30030876).
+  std::map<uint64_t, uint32_t> quota_context_;
   std::map<uint64_t, std::pair<uint32_t, uint32_t>> errored_cqs_;  // CQ id -> (ctx, i)
   std::vector<Rail> rails_;                                        // per context
   std::vector<std::shared_ptr<TaskRoute>> tasks_;

@@ -218,25 +218,40 @@ void Worker::ResumeContext(uint32_t ci) {
       q.released = true;
     }
   }
-  std::vector<uint64_t> keep;
-  for (uint32_t cj = 0; cj < env_->contexts.size(); ++cj)
-    if (cj != ci)
-      for (uint32_t i = 0; i < env_->contexts[cj]->cqs_per_worker(); ++i)
-        keep.push_back(env_->contexts[cj]->cq(id_, i).id);
-  for (auto it = quota_.begin(); it != quota_.end();) {
-    if (std::find(keep.begin(), keep.end(), it->first) == keep.end()) {
-      it = quota_.erase(it);
-    } else {
+  // The ledgers of this context's old CQs only: another context may be
+  // parked too, its re-enable not yet run or failed (no current CQs), and
+  // its old CQs' ledgers are needed until its own resume (campaign seed
+  // 30030876: they were dropped here, and CQ_ERR recovery found none).
+  for (auto it = quota_context_.begin(); it != quota_context_.end();) {
+    if (it->second != ci || Mut(base::Mutation::kEngineResumeDropsOtherLedgers)) {
       ++it;
+      continue;
+    }
+    quota_.erase(it->first);
+    it = quota_context_.erase(it);
+  }
+  if (Mut(base::Mutation::kEngineResumeDropsOtherLedgers)) {
+    // Test-only: the old rule, every ledger but the other contexts' current CQs'.
+    std::vector<uint64_t> keep;
+    for (uint32_t cj = 0; cj < env_->contexts.size(); ++cj)
+      if (cj != ci)
+        for (uint32_t i = 0; i < env_->contexts[cj]->cqs_per_worker(); ++i)
+          keep.push_back(env_->contexts[cj]->cq(id_, i).id);
+    for (auto it = quota_.begin(); it != quota_.end();) {
+      const bool drop = std::find(keep.begin(), keep.end(), it->first) == keep.end();
+      if (drop) quota_context_.erase(it->first);
+      it = drop ? quota_.erase(it) : std::next(it);
     }
   }
   for (auto it = errored_cqs_.begin(); it != errored_cqs_.end();) {
     it = it->second.first == ci ? errored_cqs_.erase(it) : std::next(it);
   }
-  for (uint32_t i = 0; i < c->cqs_per_worker(); ++i)
+  for (uint32_t i = 0; i < c->cqs_per_worker(); ++i) {
+    quota_context_[c->cq(id_, i).id] = ci;
     quota_[c->cq(id_, i).id] =
         std::make_unique<CqQuota>(c->cqe_capacity(), cfg_.zombie_quota_max, env_->mutations,
                                   /*check_every_op=*/base::Mutations::kCompiledIn);
+  }
   r.parked = false;
   NoteEvent("ctx_resumed", Key{ci, ""}, c->epoch(), 0);
 }
@@ -247,6 +262,10 @@ void Worker::ResumeContext(uint32_t ci) {
 void Worker::RecoverErroredCqs() {
   std::vector<uint64_t> done;
   for (const auto& [cq_id, where] : errored_cqs_) {
+    // A parked context's device is being closed and re-opened: its resume
+    // drops this entry (the close is the evidence for its QPs).
+    if (rails_[where.first].parked && !Mut(base::Mutation::kEngineResumeDropsOtherLedgers))
+      continue;
     auto qit = quota_.find(cq_id);
     FERRY_CHECK(qit != quota_.end());
     bool all_destroyed = true;
@@ -263,6 +282,8 @@ void Worker::RecoverErroredCqs() {
     FERRY_CHECK(forgotten.ok());
     std::unique_ptr<CqQuota> ledger = std::move(qit->second);
     quota_.erase(qit);
+    quota_context_.erase(cq_id);
+    quota_context_[fresh.id] = where.first;
     quota_[fresh.id] = std::move(ledger);
     for (hal::QpHandle qp : *forgotten) DetachDestroyed(qp);
     ++stats_.cq_recreated;

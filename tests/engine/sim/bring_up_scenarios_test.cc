@@ -14,6 +14,9 @@
 //   itself (the errored CQ stays installed until a re-create succeeds) is
 //   pinned, with its switch engine_cq_recreate_destroys_first, by
 //   ContextC7.MutationCqRecreateDestroysFirstLeavesAnEmptySlot.
+// - Two contexts parked at once, one re-enable failing (campaign seed
+//   30030876): each context's CQ ledgers survive the other's resume.
+//   Switch engine_resume_drops_other_ledgers crashes the CQ_ERR recovery.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -254,6 +257,92 @@ std::string CqRecreateFails(uint64_t seed, const base::Mutations& m) {
 TEST(CqRecreate, AFailedReCreateKeepsTheErroredCqUntilOneSucceeds) {
   for (uint64_t seed = 1; seed <= 5; ++seed)
     ASSERT_EQ(CqRecreateFails(seed, base::Mutations()), "") << "seed " << seed;
+}
+
+// Two contexts parked at once, one re-enable failing (campaign seed
+// 30030876, the only failure of 22191 seeds on 5c5d9d3: a crash). h0 has
+// two NICs and one worker. sim0's CQ overruns while the endpoint's QP
+// destroy keeps failing, so the CQ_ERR recovery is pending; then
+// DEVICE_FATAL on both NICs, and sim0's re-open fails once. The owner
+// re-enables sim1 and resumes it while sim0 waits out its backoff: the
+// resume must drop only sim1's old CQ ledgers (sim0's are needed until its
+// own resume), and the pending CQ_ERR recovery waits for sim0's resume.
+// Switch engine_resume_drops_other_ledgers (the old rule) crashes at the
+// recovery's ledger check, as the seed did.
+std::string TwoParkedOneReenableFails(uint64_t seed, const base::Mutations& m) {
+  EngineConfig c = ScenarioConfig();
+  c.workers = 1;
+  c.rail_cooldown_ns = 2'000'000;
+  c.rail_cooldown_ns_max = 8'000'000;
+  simworld::WorldOptions o;
+  o.devices_per_host = 2;
+  TwoEngines w(seed, sim::NetPlan{}, m, c, TwoEngines::MakeFabricConfig(), o);
+  auto seg = w.Open(0, 1);
+  if (!seg.ok()) return "open";
+  if (Run1(w, 0, MakeReq(w, 0, *seg, OpKind::kWrite, 0, 0, 16 * 1024)).first !=
+      TaskStatus::kCompleted)
+    return "warm-up";
+  const std::string peer = w.host(1).addr + "@sim0";
+  const Endpoint* ep = w.host(0).engine->FindEndpoint(0, 0, peer);
+  if (ep == nullptr) return "no endpoint on sim0";
+  sim::ScriptedFault f;
+  f.at_ns = w.clock().NowNs();
+  f.kind = sim::FaultKind::kDestroyQpFail;
+  f.target = sim::FaultTarget{sim::TargetKind::kQp, 0, "sim0", ep->qps()[0].qpn};
+  for (int i = 0; i < 12; ++i)
+    if (absl::Status st = w.fabric().Inject(f); !st.ok()) return "inject: " + st.ToString();
+  f.kind = sim::FaultKind::kCqOverrun;
+  f.target = sim::FaultTarget{sim::TargetKind::kCq, 0, "sim0", 1};
+  if (absl::Status st = w.fabric().Inject(f); !st.ok()) return "inject: " + st.ToString();
+  const size_t from = w.host(0).obs->records().size();
+  Fill(w, 0, 64 * 1024, 16 * 1024, 71);
+  auto b = w.host(0).engine->AllocateBatch(1);
+  if (!b.ok()) return "batch";
+  const SubmitResult r =
+      w.Submit(0, *b, {MakeReq(w, 0, *seg, OpKind::kWrite, 64 * 1024, 64 * 1024, 16 * 1024)});
+  if (!r.status.ok()) return "submit";
+  if (!w.RunUntil([&] { return Find(w.host(0).obs->records(), "cq_err", "", from) >= 0; },
+                  1'000'000'000))
+    return "no cq_err";
+  if (!FailNextCreate(w, 0).ok()) return "inject open fail";
+  for (const char* nic : {"sim0", "sim1"})
+    if (!InjectDeviceFatal(w, 0, nic).ok()) return "inject fatal";
+  TaskStatus st = TaskStatus::kPending;
+  w.RunUntil(
+      [&] {
+        st = *w.host(0).engine->GetTaskStatus(r.tasks[0]);
+        return IsTerminal(st);
+      },
+      2'000'000'000);
+  if (std::string v = w.OracleAndViolations(); !v.empty()) return "oracle: " + v;
+  if (st != TaskStatus::kCompleted)
+    return absl::StrCat("task ended ", std::string(TaskStatusName(st)));
+  if (!Holds(w, 1, 64 * 1024, 16 * 1024, 71)) return "bytes";
+  const auto& rec = w.host(0).obs->records();
+  const int64_t err = Find(rec, "cq_err", "sim0|", from),
+                failed = Find(rec, "ctx_reenable_failed", "sim0|", from),
+                up1 = Find(rec, "ctx_reenabled", "sim1|", from),
+                res1 = Find(rec, "ctx_resumed", "sim1|", from),
+                up0 = Find(rec, "ctx_reenabled", "sim0|", from),
+                res0 = Find(rec, "ctx_resumed", "sim0|", from);
+  if (!(err >= 0 && failed > err && up1 > failed && res1 > up1 && up0 > res1 && res0 > up0))
+    return absl::StrCat("order cq_err=", err, " sim0 failed=", failed, " sim1 up=", up1,
+                        " resumed=", res1, " sim0 up=", up0, " resumed=", res0);
+  return Finish(w);
+}
+
+TEST(Reenable, TwoParkedContextsOneFailingKeepEachOthersLedgers) {
+  for (uint64_t seed = 1; seed <= 5; ++seed)
+    ASSERT_EQ(TwoParkedOneReenableFails(seed, base::Mutations()), "") << "seed " << seed;
+}
+
+TEST(ReenableDeathTest, MutationResumeDropsOtherLedgersCrashesTheRecovery) {
+  if (!base::Mutations::kCompiledIn) GTEST_SKIP();
+#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
+  base::Mutations m;
+  m.Enable(base::Mutation::kEngineResumeDropsOtherLedgers);
+  EXPECT_DEATH((void)TwoParkedOneReenableFails(1, m), "qit != quota_.end\\(\\)");
+#endif
 }
 
 }  // namespace

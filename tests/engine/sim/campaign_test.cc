@@ -206,6 +206,27 @@ TEST(CampaignRegression, Seed552845864FailedCqRecreateLeavesNoEmptyCqSlot) {
   EXPECT_GE(clean.probes.at("cq_recreated"), 1u);
 }
 
+// Found by the session-14 campaign on 5c5d9d3 (seeds 30000001..30100000,
+// shard 1/2: the only failure of its first 22191 seeds), a crash: 6 hosts
+// x 4 NICs x 2 workers (the stall family on, the cqe wake), DEVICE_FATAL
+// on several NICs of a host, a CQ_ERR recovery pending on one whose
+// re-enable failed. The owner resumed another
+// context and dropped every CQ ledger but the other contexts' current
+// CQs', so the parked context's old CQ lost its ledger and the recovery's
+// FERRY_CHECK(qit != quota_.end()) fired. Fix: ledgers are tracked by
+// context and a resume drops its own context's only; a parked context's
+// CQ_ERR recovery waits for its resume. Since 59e35b5 (a failed bring-up
+// brought up in place, the re-enable backoff) the seed goes another way
+// and replays clean even under the switch engine_resume_drops_other_ledgers;
+// the scenario ReenableDeathTest.MutationResumeDropsOtherLedgersCrashesTheRecovery
+// pins the rule and its switch.
+TEST(CampaignRegression, Seed30030876AResumeKeepsAnotherParkedContextsLedgers) {
+  const simworld::SwarmReport clean =
+      RunRandom(30030876, {}, /*stall=*/true, simworld::WakeModel::kCqe);
+  EXPECT_EQ(clean.message, "") << clean.plan_text;
+  EXPECT_GE(clean.probes.at("device_fatal"), 1u);
+}
+
 // Found by a sharded campaign (seeds 100001.., shard 0/2, on 4b6fcd0): 5
 // hosts x 4 NICs; h0's sim0 port went down (port_err), then DEVICE_FATAL
 // closed and re-opened the device while the link came back. The closed
