@@ -204,42 +204,20 @@ std::string CqRecreateFails(uint64_t seed, const base::Mutations& m) {
   EngineConfig c = ScenarioConfig();
   c.workers = 1;
   TwoEngines w(seed, sim::NetPlan{}, m, c);
-  auto seg = w.Open(0, 1);
-  if (!seg.ok()) return "open";
-  if (Run1(w, 0, MakeReq(w, 0, *seg, OpKind::kWrite, 0, 0, 16 * 1024)).first !=
-      TaskStatus::kCompleted)
-    return "warm-up";
-  sim::ScriptedFault f;
-  f.at_ns = w.clock().NowNs();
-  f.kind = sim::FaultKind::kCqOverrun;
-  f.target.kind = sim::TargetKind::kCq;
-  f.target.host = 0;
-  f.target.device = "sim0";
-  f.target.number = 1;
-  if (absl::Status s = w.fabric().Inject(f); !s.ok()) return "inject: " + s.ToString();
+  auto seg = OpenAndWarmUp(w);
+  if (!seg.ok()) return seg.status().ToString();
+  if (absl::Status s = InjectCqFault(w, sim::FaultKind::kCqOverrun, 0, "sim0", 1); !s.ok())
+    return "inject: " + s.ToString();
   // Armed now (the recovery may run in the step that sees the CQ_ERR).
   // Three re-creates fail (each sweep retries): the owner's slices wait
   // through several posting phases meanwhile.
-  f.kind = sim::FaultKind::kResourceFail;  // on a cq target: the next ibv_create_cq
   for (int i = 0; i < 3; ++i)
-    if (absl::Status s = w.fabric().Inject(f); !s.ok()) return "inject: " + s.ToString();
+    if (absl::Status s = InjectCqFault(w, sim::FaultKind::kResourceFail, 0, "sim0", 1); !s.ok())
+      return "inject: " + s.ToString();
   const size_t from = w.host(0).obs->records().size();
   Fill(w, 0, 64 * 1024, 48 * 1024, 44);
-  auto b = w.host(0).engine->AllocateBatch(1);
-  if (!b.ok()) return "batch";
-  const SubmitResult r =
-      w.Submit(0, *b, {MakeReq(w, 0, *seg, OpKind::kWrite, 64 * 1024, 64 * 1024, 48 * 1024)});
-  if (!r.status.ok()) return "submit";
-  if (!w.RunUntil([&] { return Find(w.host(0).obs->records(), "cq_err", "", from) >= 0; },
-                  1'000'000'000))
-    return "no cq_err";
-  TaskStatus st = TaskStatus::kPending;
-  w.RunUntil(
-      [&] {
-        st = *w.host(0).engine->GetTaskStatus(r.tasks[0]);
-        return IsTerminal(st) || !w.OracleAndViolations().empty();
-      },
-      5'000'000'000);
+  const TaskStatus st =
+      Run1(w, 0, MakeReq(w, 0, *seg, OpKind::kWrite, 64 * 1024, 64 * 1024, 48 * 1024)).first;
   if (std::string v = w.OracleAndViolations(); !v.empty()) return "oracle: " + v;
   if (st != TaskStatus::kCompleted)
     return absl::StrCat("task after CQ_ERR ended ", std::string(TaskStatusName(st)));
@@ -277,11 +255,8 @@ std::string TwoParkedOneReenableFails(uint64_t seed, const base::Mutations& m) {
   simworld::WorldOptions o;
   o.devices_per_host = 2;
   TwoEngines w(seed, sim::NetPlan{}, m, c, TwoEngines::MakeFabricConfig(), o);
-  auto seg = w.Open(0, 1);
-  if (!seg.ok()) return "open";
-  if (Run1(w, 0, MakeReq(w, 0, *seg, OpKind::kWrite, 0, 0, 16 * 1024)).first !=
-      TaskStatus::kCompleted)
-    return "warm-up";
+  auto seg = OpenAndWarmUp(w);
+  if (!seg.ok()) return seg.status().ToString();
   const std::string peer = w.host(1).addr + "@sim0";
   const Endpoint* ep = w.host(0).engine->FindEndpoint(0, 0, peer);
   if (ep == nullptr) return "no endpoint on sim0";
@@ -291,9 +266,8 @@ std::string TwoParkedOneReenableFails(uint64_t seed, const base::Mutations& m) {
   f.target = sim::FaultTarget{sim::TargetKind::kQp, 0, "sim0", ep->qps()[0].qpn};
   for (int i = 0; i < 12; ++i)
     if (absl::Status st = w.fabric().Inject(f); !st.ok()) return "inject: " + st.ToString();
-  f.kind = sim::FaultKind::kCqOverrun;
-  f.target = sim::FaultTarget{sim::TargetKind::kCq, 0, "sim0", 1};
-  if (absl::Status st = w.fabric().Inject(f); !st.ok()) return "inject: " + st.ToString();
+  if (absl::Status st = InjectCqFault(w, sim::FaultKind::kCqOverrun, 0, "sim0", 1); !st.ok())
+    return "inject: " + st.ToString();
   const size_t from = w.host(0).obs->records().size();
   Fill(w, 0, 64 * 1024, 16 * 1024, 71);
   auto b = w.host(0).engine->AllocateBatch(1);

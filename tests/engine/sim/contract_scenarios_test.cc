@@ -189,19 +189,10 @@ std::string CqErr(uint64_t seed, const base::Mutations& m) {
   EngineConfig c = ScenarioConfig();
   c.workers = 1;
   TwoEngines w(seed, sim::NetPlan{}, m, c);
-  auto seg = w.Open(0, 1);
-  if (!seg.ok()) return "open";
-  if (Run1(w, 0, MakeReq(w, 0, *seg, OpKind::kWrite, 0, 0, 16 * 1024)).first !=
-      TaskStatus::kCompleted)
-    return "warm-up";
-  sim::ScriptedFault f;
-  f.at_ns = w.clock().NowNs();
-  f.kind = sim::FaultKind::kCqOverrun;
-  f.target.kind = sim::TargetKind::kCq;
-  f.target.host = 0;
-  f.target.device = "sim0";
-  f.target.number = 1;
-  if (absl::Status s = w.fabric().Inject(f); !s.ok()) return "inject: " + s.ToString();
+  auto seg = OpenAndWarmUp(w);
+  if (!seg.ok()) return seg.status().ToString();
+  if (absl::Status s = InjectCqFault(w, sim::FaultKind::kCqOverrun, 0, "sim0", 1); !s.ok())
+    return "inject: " + s.ToString();
   const size_t from = w.host(0).obs->records().size();
   Fill(w, 0, 64 * 1024, 48 * 1024, 44);
   auto [st, id] = Run1(w, 0, MakeReq(w, 0, *seg, OpKind::kWrite, 64 * 1024, 64 * 1024, 48 * 1024));

@@ -61,6 +61,18 @@ inline absl::Status InjectDeviceFatal(TwoEngines& w, uint32_t h, const std::stri
   return InjectDeviceFault(w, h, device, sim::FaultKind::kDeviceFatal);
 }
 
+// A scripted fault of `kind` on CQ `ordinal` (1-based, in creation order)
+// of host h's `device`, now: cq_overrun, or resource_fail (the device's
+// next ibv_create_cq fails).
+inline absl::Status InjectCqFault(TwoEngines& w, sim::FaultKind kind, uint32_t h,
+                                  const std::string& device, uint32_t ordinal) {
+  sim::ScriptedFault f;
+  f.at_ns = w.clock().NowNs();
+  f.kind = kind;
+  f.target = sim::FaultTarget{sim::TargetKind::kCq, h, device, ordinal};
+  return w.fabric().Inject(f);
+}
+
 // Submits one request from host `from` and runs until it is terminal (or
 // time_max_ns). Returns its status and id (INVALID if the submit failed).
 inline std::pair<TaskStatus, TaskId> Run1(TwoEngines& w, uint32_t from, const Request& r,
@@ -77,6 +89,17 @@ inline std::pair<TaskStatus, TaskId> Run1(TwoEngines& w, uint32_t from, const Re
       },
       time_max_ns);
   return {st, sr.tasks[0]};
+}
+
+// Host 0 opens host 1's segment and one 16 KiB WRITE on it completes (an
+// endpoint READY on host 0's first rail). The segment, or what failed.
+inline absl::StatusOr<SegmentHandle> OpenAndWarmUp(TwoEngines& w) {
+  auto seg = w.Open(0, 1);
+  if (!seg.ok()) return seg.status();
+  if (Run1(w, 0, MakeReq(w, 0, *seg, OpKind::kWrite, 0, 0, 16 * 1024)).first !=
+      TaskStatus::kCompleted)
+    return absl::InternalError("warm-up");
+  return seg;
 }
 
 // The end of every scenario: the oracle and the fabric's violations, then
