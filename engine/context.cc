@@ -222,10 +222,7 @@ absl::Status Context::Disable() {
 }
 
 void Context::ForgetAll() {
-  {
-    base::MutexLock l(&mu_);
-    for (auto& [id, r] : regions_) r.mr.Forget();
-  }
+  for (auto& [id, r] : regions_) r.mr.Forget();
   for (OwnedCq& cq : cqs_) cq.Forget();
   for (OwnedCompChannel& ch : channels_) ch.Forget();
   pd_.Forget();
@@ -235,23 +232,25 @@ void Context::ForgetAll() {
 
 absl::Status Context::Reenable() {
   {
-    // No new MR from now on: a region registered meanwhile is recorded and
-    // registered by the Enable below, never twice. The context stays up()
-    // and published (tasks wait on its parked rail, peers keep its entry
-    // and refetch on the REM_ACCESS_ERR its new rkeys cause).
+    // Under mu_ from here to the forgetting: a region registered meanwhile
+    // is recorded (no new MR: reg_pd_ is cleared) and registered by the
+    // Enable below, never twice; a DeregisterRegion waits, so it never
+    // releases an MR the close already freed. The context stays up() and
+    // published (tasks wait on its parked rail, peers keep its entry and
+    // refetch on the REM_ACCESS_ERR its new rkeys cause).
     base::MutexLock l(&mu_);
     reg_pd_ = {};
-  }
-  // Close the device: every object it holds dies with it. A context whose
-  // bring-up failed holds at most what its rollback could not destroy,
-  // and then the device too (it is closed last).
-  if (ctx_.held()) {
-    {
-      base::MutexLock l(&async_mu_);
-      async_ctx_ = {};
-      FERRY_RETURN_IF_ERROR(ctx_.Reset());
+    // Close the device: every object it holds dies with it. A context
+    // whose bring-up failed holds at most what its rollback could not
+    // destroy, and then the device too (it is closed last).
+    if (ctx_.held()) {
+      {
+        base::MutexLock a(&async_mu_);
+        async_ctx_ = {};
+        FERRY_RETURN_IF_ERROR(ctx_.Reset());
+      }
+      ForgetAll();
     }
-    ForgetAll();
   }
   enabled_ = false;
   FERRY_CHECK(empty());

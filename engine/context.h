@@ -211,7 +211,8 @@ class Context {
   };
   absl::Status EnableStages();
   absl::Status RegisterRecorded() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ForgetAll();  // after CloseDevice destroyed every object
+  // After CloseDevice destroyed every object.
+  void ForgetAll() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   hal::Verbs* const verbs_;
   const std::string device_;

@@ -1,7 +1,6 @@
 // engine/descriptor_wire.cc: the descriptor codec (see descriptor_wire.h).
 #include "engine/descriptor_wire.h"
 
-#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -127,10 +126,7 @@ absl::StatusOr<DescMessage> DecodeDesc(absl::Span<const uint8_t> bytes) {
     for (uint64_t i = 0; i < ndev && r.ok(); ++i) {
       DeviceDescriptor dev;
       dev.name = r.Str();
-      if (r.ok() && (dev.name.empty() || dev.name.size() > kNicNameBytesMax ||
-                     !std::all_of(dev.name.begin(), dev.name.end(),
-                                  [](char c) { return c >= 0x21 && c <= 0x7e; })))
-        return bad("device name");
+      if (r.ok() && !NicNameCarriable(dev.name)) return bad("device name");
       for (uint8_t& b : dev.gid) b = static_cast<uint8_t>(r.Le(1));
       dev.lid = static_cast<uint16_t>(r.Le(2));
       d.devices.push_back(std::move(dev));

@@ -22,6 +22,7 @@
 #include "engine/descriptor_wire.h"
 #include "engine/engine_impl.h"
 #include "engine/env_owner.h"
+#include "engine/handshake.h"
 #include "engine/request_validation.h"
 #include "engine/runtime_threads.h"
 #include "engine/segment_refetch.h"
@@ -115,6 +116,14 @@ absl::Status EngineImpl::EnableContexts() {
   bool any_up = false;
   const uint64_t now = env_.clock->NowNs();
   for (const std::string& name : names) {
+    if (!engine::NicNameCarriable(name)) {
+      // A peer could not name it in a handshake (nor accept a descriptor
+      // listing it).
+      last = absl::InvalidArgumentError(absl::StrCat("device name '", name, "' is not 1..",
+                                                     engine::kNicNameBytesMax,
+                                                     " bytes of printable ASCII without space"));
+      continue;
+    }
     auto ctx = std::make_unique<engine::Context>(
         env_.verbs, name, config_, static_cast<uint32_t>(contexts_.size()), &ledger_, mutations_);
     absl::Status s = ctx->Enable();
@@ -575,8 +584,10 @@ std::shared_ptr<engine::TaskRoute> EngineImpl::RouteOf(const Request& r, uint32_
   route->segment_version = seg.version;
   route->peer_incarnation = seg.incarnation;
   // Rail: spread tasks over local contexts and the peer's devices; a
-  // context that is down (a bring-up still to be retried in place, a
-  // re-enable that failed) passes its share to the next one up.
+  // context that never came up (its bring-up still to be retried in
+  // place) passes its share to the next one up. (One parked by
+  // DEVICE_FATAL keeps its share: its tasks wait for the re-enable, and
+  // time out if it keeps failing.)
   const uint32_t n = static_cast<uint32_t>(contexts_.size());
   route->context = index % n;
   for (uint32_t k = 0; k < n; ++k) {

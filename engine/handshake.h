@@ -67,6 +67,15 @@ inline constexpr uint16_t kHandshakeVersion = 1;
 inline constexpr uint32_t kHandshakeQpsMax = 64;  // == kQpsPerEndpointMax
 inline constexpr size_t kNicPathBytesMax = 255;
 inline constexpr size_t kNicNameBytesMax = 64;
+// A NIC name a handshake can carry (dst_nic): 1..kNicNameBytesMax bytes of
+// printable ASCII without space. A descriptor naming another is refused;
+// the engine does not bring up a local device named otherwise.
+inline bool NicNameCarriable(std::string_view name) {
+  if (name.empty() || name.size() > kNicNameBytesMax) return false;
+  for (char c : name)
+    if (c < 0x21 || c > 0x7e) return false;
+  return true;
+}
 inline constexpr size_t kErrorMessageBytesMax = 256;
 inline constexpr uint32_t kPsnMask = 0xffffffu;  // PSNs and QPNs are 24 bit
 

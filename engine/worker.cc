@@ -173,7 +173,10 @@ WaitSet Worker::WaitSetNow() {
     const CqQuota* q = QuotaOf(cq);
     if (q != nullptr && q->AwaitsEmptyPoll()) ws.poll_empty = true;
   });
-  if (!errored_cqs_.empty()) ws.work_now = ws.work_now || retiring_.empty();
+  // A CQ_ERR recovery to run (not one of a parked context: its resume
+  // drops it).
+  for (const auto& [cq_id, where] : errored_cqs_)
+    if (!rails_[where.first].parked) ws.work_now = ws.work_now || retiring_.empty();
   // The earliest task deadline (a lower bound kept by SweepTimeouts and
   // OnSubmit: at worst one early wake, whose sweep refreshes it).
   if (next_task_deadline_ns_ != UINT64_MAX) consider(next_task_deadline_ns_);
@@ -182,12 +185,16 @@ WaitSet Worker::WaitSetNow() {
     if (rails_[ci].parked) {
       // Waiting for the re-enable (this owner or another runs it, not
       // before its backoff ends): look again soon after.
-      const uint64_t at = shutdown_ ? 0 : env_->contexts[ci]->reenable_at_ns();
-      if (rails_[ci].must_reenable && at > now) {
+      // (At shutdown: at once, or never for a context that never came up;
+      // as ServeParkedContexts decides.)
+      const Context* c = env_->contexts[ci];
+      const bool retry = rails_[ci].must_reenable && (!shutdown_ || c->ever_up());
+      const uint64_t at = shutdown_ ? 0 : c->reenable_at_ns();
+      if (retry && at > now) {
         consider(at);
       } else {
         consider(std::max(now, at) + kParkedRecheckNs);
-        if (rails_[ci].must_reenable) ws.work_now = true;
+        if (retry) ws.work_now = true;
       }
       if (env_->contexts[ci]->epoch() != rails_[ci].park_epoch) ws.work_now = true;
       continue;

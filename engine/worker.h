@@ -331,6 +331,7 @@ class Worker {
   // may be created on it (it is never polled and is recreated only once
   // every QP on it is destroyed).
   bool CqRecovering(uint32_t ctx) const;
+  std::optional<uint32_t> ContextOfEvent(const hal::AsyncEvent& e) const;
   void ParkForDeviceFatal(uint32_t ctx);
   // A parked rail whose context was re-enabled since: the old QPs resolve
   // by evidence, ledgers are made for the new CQs, the rail unparks.

@@ -16,11 +16,23 @@ namespace ferry::engine {
 
 using namespace worker_internal;  // NOLINT(build/namespaces): the worker's own helpers
 
+// The context an async event names, if any this owner may read now: a
+// context it has parked is skipped, since another owner may be closing and
+// re-opening it on its thread (its old device's events mean nothing;
+// ResumeContext queries what matters). One re-enabled since (a new epoch)
+// is safe to read: the epoch's acquire orders it.
+std::optional<uint32_t> Worker::ContextOfEvent(const hal::AsyncEvent& e) const {
+  if (!e.context.valid()) return std::nullopt;  // a down context has no handle
+  for (uint32_t i = 0; i < env_->contexts.size(); ++i) {
+    if (rails_[i].parked && rails_[i].park_epoch == env_->contexts[i]->epoch()) continue;
+    if (env_->contexts[i]->handle() == e.context) return i;
+  }
+  return std::nullopt;
+}
+
 void Worker::OnAsync(const hal::AsyncEvent& e) {
   const uint64_t now = env_->clock->NowNs();
-  std::optional<uint32_t> ctx;
-  for (uint32_t i = 0; i < env_->contexts.size(); ++i)  // a down context has no handle
-    if (e.context.valid() && env_->contexts[i]->handle() == e.context) ctx = i;
+  const std::optional<uint32_t> ctx = ContextOfEvent(e);
   switch (e.type) {
     case hal::AsyncEventType::kQpFatal:
     case hal::AsyncEventType::kQpReqErr:
@@ -165,8 +177,11 @@ void Worker::ServeParkedContexts() {
     Rail& r = rails_[ci];
     if (!r.parked) continue;
     Context* c = env_->contexts[ci];
-    // At shutdown without the backoff: other owners may wait on it.
-    if (r.must_reenable && (now >= c->reenable_at_ns() || shutdown_)) {
+    // At shutdown: without the backoff when other owners may wait on it
+    // (their endpoints on it resolve at their resume), not at all for a
+    // context that never came up (it has none anywhere).
+    const bool due = shutdown_ ? c->ever_up() : now >= c->reenable_at_ns();
+    if (r.must_reenable && due) {
       // Every owner is parked: nobody else touches this context now.
       const bool in_place = !c->ever_up();  // its bring-up failed at construction
       if (absl::Status s = c->Reenable(); !s.ok()) {
