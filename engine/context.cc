@@ -96,7 +96,6 @@ absl::Status Context::Enable() {
   }
   if (s.ok()) {
     enabled_ = true;
-    ever_up_ = true;
     reached_ = Stage::kDone;
     reenable_backoff_ns_ = 0;
     reenable_at_ns_.store(0, std::memory_order_release);

@@ -109,10 +109,6 @@ class Context {
   // descriptor meanwhile. A DEVICE_FATAL recovery keeps the context up
   // (its rail is parked: tasks wait, as on any paused rail).
   bool up() const { return up_.load(std::memory_order_acquire); }
-  // True once an Enable succeeded (owner threads): false only for a
-  // context whose bring-up failed at engine construction and has not been
-  // brought up in place since.
-  bool ever_up() const { return ever_up_; }
   // The bring-up failed because the configuration exceeds what the device
   // offers (wr_depth, qps_per_endpoint, cqe_limit, CQ count): a retry
   // cannot succeed, so the engine does not keep such a context.
@@ -241,7 +237,6 @@ class Context {
   hal::Mtu active_mtu_ = hal::Mtu::k1024;
   bool port_active_at_enable_ = true;
   uint32_t cqe_capacity_ = 0;
-  bool ever_up_ = false;
   bool exceeds_device_ = false;
   uint64_t reenable_backoff_ns_ = 0;
   uint64_t reenable_failures_ = 0;

@@ -175,8 +175,10 @@ WaitSet Worker::WaitSetNow() {
   });
   // A CQ_ERR recovery to run (not one of a parked context: its resume
   // drops it).
-  for (const auto& [cq_id, where] : errored_cqs_)
-    if (!rails_[where.first].parked) ws.work_now = ws.work_now || retiring_.empty();
+  const bool recovery_due =
+      std::any_of(errored_cqs_.begin(), errored_cqs_.end(),
+                  [this](const auto& e) { return !rails_[e.second.first].parked; });
+  if (recovery_due) ws.work_now = ws.work_now || retiring_.empty();
   // The earliest task deadline (a lower bound kept by SweepTimeouts and
   // OnSubmit: at worst one early wake, whose sweep refreshes it).
   if (next_task_deadline_ns_ != UINT64_MAX) consider(next_task_deadline_ns_);
@@ -188,7 +190,7 @@ WaitSet Worker::WaitSetNow() {
       // (At shutdown: at once, or never for a context that never came up;
       // as ServeParkedContexts decides.)
       const Context* c = env_->contexts[ci];
-      const bool retry = rails_[ci].must_reenable && (!shutdown_ || c->ever_up());
+      const bool retry = rails_[ci].must_reenable && (!shutdown_ || c->up());
       const uint64_t at = shutdown_ ? 0 : c->reenable_at_ns();
       if (retry && at > now) {
         consider(at);
@@ -210,7 +212,7 @@ bool Worker::ShutDown() const {
   // the other owners' retiring endpoints on that context resolve only at
   // their resume. (A context that never came up has no endpoint anywhere.)
   for (uint32_t ci = 0; ci < env_->contexts.size(); ++ci)
-    if (rails_[ci].must_reenable && env_->contexts[ci]->ever_up()) return false;
+    if (rails_[ci].must_reenable && env_->contexts[ci]->up()) return false;
   return true;
 }
 

@@ -180,10 +180,10 @@ void Worker::ServeParkedContexts() {
     // At shutdown: without the backoff when other owners may wait on it
     // (their endpoints on it resolve at their resume), not at all for a
     // context that never came up (it has none anywhere).
-    const bool due = shutdown_ ? c->ever_up() : now >= c->reenable_at_ns();
+    const bool due = shutdown_ ? c->up() : now >= c->reenable_at_ns();
     if (r.must_reenable && due) {
       // Every owner is parked: nobody else touches this context now.
-      const bool in_place = !c->ever_up();  // its bring-up failed at construction
+      const bool in_place = !c->up();  // its bring-up failed at construction
       if (absl::Status s = c->Reenable(); !s.ok()) {
         c->ReenableFailed(now, cfg_.rail_cooldown_ns, cfg_.rail_cooldown_ns_max);
         NoteEvent("ctx_reenable_failed", Key{ci, ""}, c->reenable_failures(),
@@ -237,15 +237,16 @@ void Worker::ResumeContext(uint32_t ci) {
   // parked too, its re-enable not yet run or failed (no current CQs), and
   // its old CQs' ledgers are needed until its own resume (campaign seed
   // 30030876: they were dropped here, and CQ_ERR recovery found none).
-  for (auto it = quota_context_.begin(); it != quota_context_.end();) {
-    if (it->second != ci || Mut(base::Mutation::kEngineResumeDropsOtherLedgers)) {
-      ++it;
-      continue;
+  if (!Mut(base::Mutation::kEngineResumeDropsOtherLedgers)) {
+    for (auto it = quota_context_.begin(); it != quota_context_.end();) {
+      if (it->second != ci) {
+        ++it;
+        continue;
+      }
+      quota_.erase(it->first);
+      it = quota_context_.erase(it);
     }
-    quota_.erase(it->first);
-    it = quota_context_.erase(it);
-  }
-  if (Mut(base::Mutation::kEngineResumeDropsOtherLedgers)) {
+  } else {
     // Test-only: the old rule, every ledger but the other contexts' current CQs'.
     std::vector<uint64_t> keep;
     for (uint32_t cj = 0; cj < env_->contexts.size(); ++cj)

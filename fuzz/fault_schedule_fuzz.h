@@ -11,8 +11,8 @@
 // reorders, jitter; the timer that ends one heals the network, so an
 // overlapping later one ends early with it), a device event (DEVICE_FATAL,
 // GID change), cancel a task, reuse (poison) a terminal task's buffer,
-// restart a host's process (at most twice). Then it drains: every live task must turn terminal within
-// bounded virtual time (liveness), and shutdown must leave no verbs object.
+// restart a host's process (at most twice). Then it drains: every live task must turn terminal
+// within bounded virtual time (liveness), and shutdown must leave no verbs object.
 //
 // What must stay true for any input: the oracle and the simulated RNIC's
 // rules hold after every operation, a published status never changes, an
