@@ -1,0 +1,167 @@
+// tests/softroce/probe/hold_verbs.h: HoldVerbs, a hal::Verbs decorator for
+// the real-verbs probes (tests/softroce/probe): it forwards every call to an
+// inner Verbs (libibverbs on rxe) and lets a test
+//   - see the QPs an engine made: number, the state it last set, the INIT,
+//     RTR and RTS attributes it used, and the first WR_FLUSH_ERR completion
+//     the engine polled on each (with a sequence number, Tick());
+//   - hold a peer's QP in INIT (RESET, then INIT with the engine's own INIT
+//     attributes) and later release it to RTR and RTS with the engine's own
+//     attributes and the receive PSN the QP had when it was held: a remote
+//     side that answers late;
+//   - pause the next "move to ERR" an owner asks for just before it reaches
+//     the device, until the test releases it (or pause_ns_max passed).
+//
+// Thread safety: every method may be called from any thread (the engine's
+// owner threads call the Verbs methods, the test thread the rest).
+// What must stay true: the decorator never changes what the engine asked
+// for (attributes and results are forwarded unchanged); QueryState and
+// DestroyQp are serialized, so the test never queries a destroyed QP; a
+// paused owner is released after pause_ns_max at the latest.
+#ifndef FERRY_TESTS_SOFTROCE_PROBE_HOLD_VERBS_H_
+#define FERRY_TESTS_SOFTROCE_PROBE_HOLD_VERBS_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "base/mutex.h"
+#include "hal/verbs.h"
+
+namespace ferry::probe {
+
+// What HoldVerbs knows of one QP.
+struct QpRecord {
+  hal::QpHandle qp;
+  uint32_t qp_num = 0;
+  hal::QpState state = hal::QpState::kReset;  // as last set through ModifyQp
+  bool destroyed = false;
+  hal::QpAttr init_attr, rtr_attr, rts_attr;
+  uint32_t init_mask = 0, rtr_mask = 0, rts_mask = 0;
+  uint64_t rts_seq = 0;    // Tick() when the engine moved it to RTS
+  uint64_t flush_seq = 0;  // Tick() at the first WR_FLUSH_ERR polled on it (0: none)
+};
+
+class HoldVerbs final : public hal::Verbs {
+ public:
+  static constexpr uint64_t kPauseNsMaxDefault = 30'000'000'000;
+
+  // `seq` is the sequence shared with the test (Tick); `inner` outlives this.
+  HoldVerbs(hal::Verbs* inner, std::atomic<uint64_t>* seq) : in_(inner), seq_(seq) {}
+
+  // ---- for the test
+  uint64_t Tick() { return seq_->fetch_add(1) + 1; }
+  // The live QP the engine moved to RTS last; nullopt when none.
+  std::optional<QpRecord> NewestLiveRts() const;
+  // The live QP whose RTR named `remote_qp_num` as its destination.
+  std::optional<QpRecord> PairedWith(uint32_t remote_qp_num) const;
+  // The record of the QP with this handle id, destroyed or not.
+  std::optional<QpRecord> RecordOf(uint64_t handle) const;
+  // The QP's state as the device reports it now (ibv_query_qp); nullopt
+  // once the engine destroyed it.
+  std::optional<hal::QpState> QueryState(uint32_t qp_num);
+  // RESET, then INIT with the attributes the engine used: the QP drops
+  // every packet until ReleaseToRts. Remembers its receive PSN.
+  absl::Status HoldInInit(uint32_t qp_num);
+  // RTR (the engine's attributes, the receive PSN read at HoldInInit), then
+  // RTS (the engine's attributes).
+  absl::Status ReleaseToRts(uint32_t qp_num);
+  // The next ModifyQp to ERR waits, before it reaches the device, until
+  // ReleasePause (or pause_ns_max).
+  void ArmErrPause(uint64_t pause_ns_max = kPauseNsMaxDefault);
+  // Waits up to timeout_ns for an owner to be paused; true when one is.
+  bool WaitPaused(uint64_t timeout_ns);
+  void ReleasePause();
+  // QP number of the last paused ERR move (0: none yet).
+  uint32_t paused_qp_num() const;
+
+  // ---- hal::Verbs
+  absl::StatusOr<std::vector<hal::DeviceInfo>> ListDevices() override { return in_->ListDevices(); }
+  absl::StatusOr<hal::ContextHandle> OpenDevice(std::string_view name) override {
+    return in_->OpenDevice(name);
+  }
+  absl::Status CloseDevice(hal::ContextHandle ctx) override { return in_->CloseDevice(ctx); }
+  absl::StatusOr<hal::DeviceAttr> QueryDevice(hal::ContextHandle ctx) override {
+    return in_->QueryDevice(ctx);
+  }
+  absl::StatusOr<hal::PortAttr> QueryPort(hal::ContextHandle ctx, uint8_t port) override {
+    return in_->QueryPort(ctx, port);
+  }
+  absl::StatusOr<hal::Gid> QueryGid(hal::ContextHandle ctx, uint8_t port, int index) override {
+    return in_->QueryGid(ctx, port, index);
+  }
+  absl::StatusOr<hal::GidEntry> QueryGidEntry(hal::ContextHandle ctx, uint8_t port,
+                                              int index) override {
+    return in_->QueryGidEntry(ctx, port, index);
+  }
+  absl::StatusOr<hal::PdHandle> AllocPd(hal::ContextHandle ctx) override {
+    return in_->AllocPd(ctx);
+  }
+  absl::Status DeallocPd(hal::PdHandle pd) override { return in_->DeallocPd(pd); }
+  absl::StatusOr<hal::MrInfo> RegMr(hal::PdHandle pd, void* addr, size_t length,
+                                    uint32_t access) override {
+    return in_->RegMr(pd, addr, length, access);
+  }
+  absl::Status DeregMr(hal::MrHandle mr) override { return in_->DeregMr(mr); }
+  absl::StatusOr<hal::CompChannelHandle> CreateCompChannel(hal::ContextHandle ctx) override {
+    return in_->CreateCompChannel(ctx);
+  }
+  absl::Status DestroyCompChannel(hal::CompChannelHandle ch) override {
+    return in_->DestroyCompChannel(ch);
+  }
+  absl::StatusOr<hal::CqHandle> GetCqEvent(hal::CompChannelHandle ch) override {
+    return in_->GetCqEvent(ch);
+  }
+  void AckCqEvents(hal::CqHandle cq, uint32_t n) override { in_->AckCqEvents(cq, n); }
+  absl::StatusOr<hal::CqInfo> CreateCq(hal::ContextHandle ctx, uint32_t cqe,
+                                       hal::CompChannelHandle ch) override {
+    return in_->CreateCq(ctx, cqe, ch);
+  }
+  absl::Status DestroyCq(hal::CqHandle cq) override { return in_->DestroyCq(cq); }
+  absl::StatusOr<uint32_t> PollCq(hal::CqHandle cq, absl::Span<hal::WorkCompletion> out) override;
+  absl::Status ReqNotifyCq(hal::CqHandle cq, bool solicited_only) override {
+    return in_->ReqNotifyCq(cq, solicited_only);
+  }
+  absl::StatusOr<hal::QpInfo> CreateQp(hal::PdHandle pd, const hal::QpInitAttr& init) override;
+  absl::Status ModifyQp(hal::QpHandle qp, const hal::QpAttr& attr, uint32_t mask) override;
+  absl::StatusOr<hal::QpAttr> QueryQp(hal::QpHandle qp) override { return in_->QueryQp(qp); }
+  absl::Status DestroyQp(hal::QpHandle qp) override;
+  hal::PostResult PostSend(hal::QpHandle qp, absl::Span<const hal::SendWr> chain) override {
+    return in_->PostSend(qp, chain);
+  }
+  absl::StatusOr<hal::AsyncEvent> GetAsyncEvent(hal::ContextHandle ctx) override {
+    return in_->GetAsyncEvent(ctx);
+  }
+  void AckAsyncEvent(const hal::AsyncEvent& e) override { in_->AckAsyncEvent(e); }
+  absl::StatusOr<int> CompChannelFd(hal::CompChannelHandle ch) override {
+    return in_->CompChannelFd(ch);
+  }
+  absl::StatusOr<int> AsyncEventFd(hal::ContextHandle ctx) override {
+    return in_->AsyncEventFd(ctx);
+  }
+
+ private:
+  void PauseIfArmed(uint32_t qp_num);
+  QpRecord* FindLocked(uint64_t handle) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  QpRecord* FindByNumLocked(uint32_t qp_num) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  hal::Verbs* const in_;
+  std::atomic<uint64_t>* const seq_;
+  mutable base::Mutex mu_;
+  base::CondVar cv_;
+  // By handle value: handles are never reused (hal/verbs.h).
+  std::map<uint64_t, QpRecord> qps_ ABSL_GUARDED_BY(mu_);
+  std::map<uint32_t, uint32_t> held_rq_psn_ ABSL_GUARDED_BY(mu_);  // qp_num -> rq_psn
+  bool armed_ ABSL_GUARDED_BY(mu_) = false;
+  bool paused_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t pause_ns_max_ ABSL_GUARDED_BY(mu_) = kPauseNsMaxDefault;
+  uint32_t paused_qp_num_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace ferry::probe
+
+#endif  // FERRY_TESTS_SOFTROCE_PROBE_HOLD_VERBS_H_

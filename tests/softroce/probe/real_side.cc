@@ -1,0 +1,133 @@
+// tests/softroce/probe/real_side.cc: Side (real_side.h).
+#include "tests/softroce/probe/real_side.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "engine/handles.h"
+#include "engine/runtime_threads.h"
+#include "hal/ibverbs/ibverbs.h"
+#include "hal/tcp/tcp_control_net.h"
+
+namespace ferry::probe {
+
+uint64_t NowNs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+void SleepNs(uint64_t ns) { std::this_thread::sleep_for(std::chrono::nanoseconds(ns)); }
+
+std::vector<std::string> RdmaDevices() {
+  std::vector<std::string> out;
+  std::error_code ec;
+  if (!std::filesystem::exists("/sys/class/infiniband", ec)) return out;
+  for (const auto& d : std::filesystem::directory_iterator("/sys/class/infiniband", ec))
+    out.push_back(d.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+absl::StatusOr<base::Mutations> MutationsFromEnv() {
+  base::Mutations m;
+  const char* env = std::getenv("FERRY_MUTATION");
+  if (env == nullptr || *env == '\0') return m;
+  for (absl::string_view want : absl::StrSplit(env, ',')) {
+    bool found = false;
+    for (uint32_t i = 0; i < static_cast<uint32_t>(base::Mutation::kCount); ++i) {
+      const auto mu = static_cast<base::Mutation>(i);
+      if (std::string(base::MutationName(mu)) != want) continue;
+      found = true;
+#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
+      m.Enable(mu);
+#else
+      return absl::InvalidArgumentError(absl::StrCat(
+          "FERRY_MUTATION=", env, ": this binary is built without mutations (use the _mut one)"));
+#endif
+    }
+    if (!found)
+      return absl::InvalidArgumentError(absl::StrCat("FERRY_MUTATION=", env, ": no such mutation ",
+                                                     std::string(want), " (base/mutation.h)"));
+  }
+  return m;
+}
+
+absl::StatusOr<std::unique_ptr<Side>> StartSide(const std::string& device, EngineConfig config,
+                                                size_t buf_bytes, std::atomic<uint64_t>* seq,
+                                                const base::Mutations& mutations, uint16_t port) {
+  auto s = std::make_unique<Side>();
+  s->seq = seq;
+  s->mutations = mutations;
+  s->ib = hal::NewIbverbsVerbs();
+  s->verbs = std::make_unique<HoldVerbs>(s->ib.get(), seq);
+  auto net = hal::NewTcpControlNet(absl::StrCat("127.0.0.1:", port));
+  if (!net.ok()) return net.status();
+  s->net = std::move(*net);
+  config.devices = {device};
+  EngineEnv env{s->verbs.get(), s->net.get(), &s->clock, &s->entropy};
+  auto e = EngineImpl::Create(config, env, &s->mutations, nullptr);
+  if (!e.ok()) return e.status();
+  s->engine = std::move(*e);
+  s->buf.assign(buf_bytes, 0);
+  if (absl::Status r = s->engine->RegisterMemory(s->buf.data(), s->buf.size()); !r.ok()) return r;
+  engine::StartThreadedRuntime(s->engine.get());
+  return s;
+}
+
+absl::StatusOr<SegmentHandle> Open(Side& side, const std::string& address, uint64_t timeout_ns) {
+  auto tok = side.engine->OpenSegmentAsync(address);
+  if (!tok.ok()) return tok.status();
+  const uint64_t end = NowNs() + timeout_ns;
+  engine::RuntimeWaiter waiter(side.engine.get());
+  for (;;) {
+    const uint64_t seen = waiter.Generation();
+    auto p = side.engine->PollOpenSegment(*tok);
+    if (!p.ok()) return p.status();
+    if (p->has_value()) return **p;
+    const uint64_t now = NowNs();
+    if (now >= end) return absl::DeadlineExceededError(absl::StrCat("open ", address));
+    waiter.Wait(seen, std::min<uint64_t>(end - now, 10'000'000));
+  }
+}
+
+absl::StatusOr<TaskId> SubmitOne(Side& side, const Request& r) {
+  auto b = side.engine->AllocateBatch(1);
+  if (!b.ok()) return b.status();
+  SubmitResult res = side.engine->Submit(*b, absl::MakeConstSpan(&r, 1));
+  if (!res.status.ok()) return res.status;
+  return res.tasks.at(0);
+}
+
+TaskStatus WaitTerminal(Side& side, TaskId task, uint64_t timeout_ns) {
+  const uint64_t end = NowNs() + timeout_ns;
+  TaskStatus st = TaskStatus::kPending;
+  for (;;) {
+    auto s = side.engine->GetTaskStatus(task);
+    st = s.ok() ? *s : TaskStatus::kInvalid;
+    if (IsTerminal(st) || NowNs() >= end) return st;
+    SleepNs(200'000);
+  }
+}
+
+std::string Shutdown(Side& side, uint64_t timeout_ns) {
+  EngineImpl* e = side.engine.get();
+  e->BeginShutdown();
+  const uint64_t end = NowNs() + timeout_ns;
+  bool drained = false;
+  while (!(drained = engine::RuntimeWorkersDrained(e)) && NowNs() < end) SleepNs(1'000'000);
+  engine::StopThreadedRuntime(e);
+  std::string out;
+  if (!drained) out = "endpoints still retiring at the shutdown deadline; ";
+  if (absl::Status s = e->FinishShutdown(); !s.ok()) absl::StrAppend(&out, s.ToString(), "; ");
+  if (e->ledger().LiveTotal() != 0) absl::StrAppend(&out, "left: ", e->ledger().ToString());
+  return out;
+}
+
+}  // namespace ferry::probe

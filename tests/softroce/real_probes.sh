@@ -1,0 +1,35 @@
+#!/bin/bash
+# real_probes.sh PROBE PROBE_MUT: Ferry's engine on real verbs where the
+# contract matters (issue 10), in ONE Soft-RoCE VM boot through
+# real_probes_guest.sh: the buffer-safety probe on the production engine
+# (its table must read 0, 0, 20, 20), the same probe under
+# FERRY_MUTATION=engine_c1_early_publish (it must fail, naming the first two
+# rows), and the reconnect, restart and link-fault probes.
+#
+# Must stay true: the VM is bounded (--timeout), each binary is bounded in
+# the guest, the whole output reaches the test log; a probe that skipped for
+# want of devices counts as a failure here (the VM has rxe0 and rxe1).
+
+bins=()
+for b in "$@"; do
+  bins+=("$(realpath -m -- "$b")")
+done
+
+. "$(dirname "$0")/lib.sh"
+
+((${#bins[@]} == 2)) || fail "usage: real_probes.sh PROBE PROBE_MUT"
+for b in "${bins[@]}"; do
+  [[ -x $b ]] || fail "not an executable: $b"
+done
+
+run_vm out err --timeout "${FERRY_REAL_PROBES_VM_TIMEOUT:-1500}" \
+  bash "$TEST_DIR/real_probes_guest.sh" "${bins[@]}"
+cat out
+grep '^run-in-vm: phase vm\|^run-in-vm: total' err >&2 || true
+note "VM run: $((ELAPSED_US / 1000)) ms wall (runner exit $RC)"
+if [[ $RC != 0 ]]; then
+  show err
+  fail "real probes in the VM: exit $RC"
+fi
+grep -q '^real_probes: all passed' out || { show err; fail "the guest script did not finish"; }
+echo "PASS real probes in one VM ($((ELAPSED_US / 1000000)) s)"
