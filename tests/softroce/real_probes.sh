@@ -4,7 +4,8 @@
 # real_probes_guest.sh: the buffer-safety probe on the production engine
 # (its table must read 0, 0, 20, 20), the same probe under
 # FERRY_MUTATION=engine_c1_early_publish (it must fail, naming the first two
-# rows), and the reconnect, restart and link-fault probes.
+# rows), with the reconnect, restart and link-fault probes in the first run
+# (tests/softroce/probe).
 #
 # Must stay true: the VM is bounded (--timeout), each binary is bounded in
 # the guest, the whole output reaches the test log; a probe that skipped for

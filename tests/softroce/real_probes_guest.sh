@@ -1,8 +1,11 @@
 #!/bin/bash
 # real_probes_guest.sh PROBE PROBE_MUT: runs INSIDE the Soft-RoCE VM (started
 # by real_probes.sh through run-in-vm).
-#   1. PROBE (production engine): every test must pass, none may skip; the
-#      buffer-safety table must read 0, 0, 20, 20.
+#   1. PROBE (production engine): every test must pass, none may skip: the
+#      buffer-safety probe (its table must read 0, 0, 20, 20), reconnect
+#      after either side retired its endpoint, an initiator process killed
+#      and restarted on the same port, and 5 link down/up cycles under load
+#      at two task timeouts.
 #   2. PROBE_MUT --gtest_filter=BufferSafetyProbe.* under
 #      FERRY_MUTATION=engine_c1_early_publish: it must FAIL, and fail on the
 #      first two rows (TIMEOUT while RTS, reused memory touched), each
@@ -50,7 +53,10 @@ elif [[ "$(row 'TIMEOUT seen while the QP was still RTS') $(row 'reused memory o
   verdict="FAILED (table is not 0 0 20 20)"
 fi
 [[ $verdict == ok ]] || failed=1
-summary+=("$(printf '%-44s %8d ms  %s' "probe, production engine" "$MS" "$verdict")")
+summary+=("$(printf '%-44s %8d ms  %s' "probes, production engine" "$MS" "$verdict")")
+# The figures the issue asks for, gathered below the summary.
+figures=$(grep -A6 '^probe table' "$log"; grep '^reconnect (\|done rounds=\|killed (SIGKILL)' "$log";
+  grep -A9 '^link faults' "$log")
 
 run "probe, engine_c1_early_publish" env FERRY_MUTATION=engine_c1_early_publish \
   "$probe_mut" --gtest_filter='BufferSafetyProbe.*'
@@ -66,6 +72,8 @@ fi
 summary+=("$(printf '%-44s %8d ms  %s' "probe, engine_c1_early_publish" "$MS" "$verdict")")
 
 rm -f "$log"
+echo "=== real_probes figures (production engine)"
+echo "$figures"
 echo "=== real_probes summary"
 printf '%s\n' "${summary[@]}"
 if ((failed)); then

@@ -81,6 +81,28 @@ absl::Status HoldVerbs::ReleaseToRts(uint32_t qp_num) {
   return in_->ModifyQp(r->qp, r->rts_attr, r->rts_mask);
 }
 
+std::vector<uint64_t> HoldVerbs::LiveQpIds() const {
+  base::MutexLock l(&mu_);
+  std::vector<uint64_t> out;
+  for (const auto& [h, r] : qps_)
+    if (!r.destroyed) out.push_back(h);
+  return out;
+}
+
+bool HoldVerbs::AllDestroyed(const std::vector<uint64_t>& ids) const {
+  base::MutexLock l(&mu_);
+  for (uint64_t id : ids) {
+    auto it = qps_.find(id);
+    if (it != qps_.end() && !it->second.destroyed) return false;
+  }
+  return true;
+}
+
+std::map<std::string, uint64_t> HoldVerbs::ErrorCounts() const {
+  base::MutexLock l(&mu_);
+  return error_counts_;
+}
+
 void HoldVerbs::ArmErrPause(uint64_t pause_ns_max) {
   base::MutexLock l(&mu_);
   armed_ = true;
@@ -124,9 +146,12 @@ absl::StatusOr<uint32_t> HoldVerbs::PollCq(hal::CqHandle cq, absl::Span<hal::Wor
   if (!n.ok() || *n == 0) return n;
   base::MutexLock l(&mu_);
   for (uint32_t i = 0; i < *n; ++i) {
-    if (out[i].status != hal::WcStatus::kWrFlushErr) continue;
+    if (out[i].status == hal::WcStatus::kSuccess) continue;
+    ++error_counts_[std::string(hal::WcStatusName(out[i].status))];
     QpRecord* r = FindByNumLocked(out[i].qp_num);
-    if (r != nullptr && r->flush_seq == 0) r->flush_seq = Tick();
+    if (r == nullptr) continue;
+    if (r->first_error == hal::WcStatus::kSuccess) r->first_error = out[i].status;
+    if (out[i].status == hal::WcStatus::kWrFlushErr && r->flush_seq == 0) r->flush_seq = Tick();
   }
   return n;
 }

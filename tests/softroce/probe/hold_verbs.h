@@ -44,6 +44,8 @@ struct QpRecord {
   uint32_t init_mask = 0, rtr_mask = 0, rts_mask = 0;
   uint64_t rts_seq = 0;    // Tick() when the engine moved it to RTS
   uint64_t flush_seq = 0;  // Tick() at the first WR_FLUSH_ERR polled on it (0: none)
+  // The first error completion polled on it (kSuccess: none yet).
+  hal::WcStatus first_error = hal::WcStatus::kSuccess;
 };
 
 class HoldVerbs final : public hal::Verbs {
@@ -76,6 +78,12 @@ class HoldVerbs final : public hal::Verbs {
   // Waits up to timeout_ns for an owner to be paused; true when one is.
   bool WaitPaused(uint64_t timeout_ns);
   void ReleasePause();
+  // Handle ids of the QPs not destroyed now.
+  std::vector<uint64_t> LiveQpIds() const;
+  // Whether every QP of `ids` is destroyed.
+  bool AllDestroyed(const std::vector<uint64_t>& ids) const;
+  // Error completions polled so far, by status name ("RETRY_EXC_ERR" ...).
+  std::map<std::string, uint64_t> ErrorCounts() const;
   // QP number of the last paused ERR move (0: none yet).
   uint32_t paused_qp_num() const;
 
@@ -156,6 +164,7 @@ class HoldVerbs final : public hal::Verbs {
   // By handle value: handles are never reused (hal/verbs.h).
   std::map<uint64_t, QpRecord> qps_ ABSL_GUARDED_BY(mu_);
   std::map<uint32_t, uint32_t> held_rq_psn_ ABSL_GUARDED_BY(mu_);  // qp_num -> rq_psn
+  std::map<std::string, uint64_t> error_counts_ ABSL_GUARDED_BY(mu_);
   bool armed_ ABSL_GUARDED_BY(mu_) = false;
   bool paused_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t pause_ns_max_ ABSL_GUARDED_BY(mu_) = kPauseNsMaxDefault;

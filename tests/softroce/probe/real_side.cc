@@ -69,7 +69,7 @@ absl::StatusOr<std::unique_ptr<Side>> StartSide(const std::string& device, Engin
   s->verbs = std::make_unique<HoldVerbs>(s->ib.get(), seq);
   auto net = hal::NewTcpControlNet(absl::StrCat("127.0.0.1:", port));
   if (!net.ok()) return net.status();
-  s->net = std::move(*net);
+  s->net = std::make_unique<CountingNet>(std::move(*net));
   config.devices = {device};
   EngineEnv env{s->verbs.get(), s->net.get(), &s->clock, &s->entropy};
   auto e = EngineImpl::Create(config, env, &s->mutations, nullptr);
@@ -114,6 +114,27 @@ TaskStatus WaitTerminal(Side& side, TaskId task, uint64_t timeout_ns) {
     if (IsTerminal(st) || NowNs() >= end) return st;
     SleepNs(200'000);
   }
+}
+
+std::string WriteReadBack(Side& side, SegmentHandle seg, uint64_t remote_addr, uint64_t len,
+                          uint32_t salt, uint64_t timeout_ns) {
+  if (2 * len > side.buf.size()) return "buffer too small";
+  for (uint64_t k = 0; k < len; ++k) side.buf[k] = static_cast<uint8_t>(salt * 29 + k * 13 + 5);
+  std::fill(side.buf.begin() + len, side.buf.begin() + 2 * len, 0);
+  const Request reqs[2] = {{OpKind::kWrite, side.addr(0), len, seg, remote_addr},
+                           {OpKind::kRead, side.addr(len), len, seg, remote_addr}};
+  for (const Request& r : reqs) {
+    auto t = SubmitOne(side, r);
+    if (!t.ok())
+      return absl::StrCat(std::string(OpKindName(r.opcode)), " submit: ", t.status().ToString());
+    const TaskStatus st = WaitTerminal(side, *t, timeout_ns);
+    if (st != TaskStatus::kCompleted)
+      return absl::StrCat(std::string(OpKindName(r.opcode)), " ended ",
+                          std::string(TaskStatusName(st)));
+  }
+  if (!std::equal(side.buf.begin(), side.buf.begin() + len, side.buf.begin() + len))
+    return "read-back differs from what was written";
+  return "";
 }
 
 std::string Shutdown(Side& side, uint64_t timeout_ns) {

@@ -25,6 +25,7 @@
 #include "hal/control_net.h"
 #include "hal/os/os_entropy.h"
 #include "hal/os/steady_clock.h"
+#include "tests/softroce/probe/counting_net.h"
 #include "tests/softroce/probe/hold_verbs.h"
 
 namespace ferry::probe {
@@ -39,7 +40,7 @@ absl::StatusOr<base::Mutations> MutationsFromEnv();
 struct Side {
   std::unique_ptr<hal::Verbs> ib;
   std::unique_ptr<HoldVerbs> verbs;
-  std::unique_ptr<hal::ControlNet> net;
+  std::unique_ptr<CountingNet> net;  // the TCP control network, counted
   hal::SteadyClock clock;
   hal::OsEntropy entropy;
   base::Mutations mutations;
@@ -63,6 +64,12 @@ absl::StatusOr<SegmentHandle> Open(Side& side, const std::string& address, uint6
 absl::StatusOr<TaskId> SubmitOne(Side& side, const Request& r);
 // Polls the task until terminal or timeout_ns; returns its last status.
 TaskStatus WaitTerminal(Side& side, TaskId task, uint64_t timeout_ns);
+// WRITEs a pattern (salt) from local [0, len) to the peer at remote_addr,
+// then READs it back into local [len, 2 len) and compares: "" when both
+// COMPLETED and the bytes match, else what went wrong. Needs 2 len of
+// local buffer.
+std::string WriteReadBack(Side& side, SegmentHandle seg, uint64_t remote_addr, uint64_t len,
+                          uint32_t salt, uint64_t timeout_ns);
 // The orderly shutdown of Engine::Shutdown, then the check that no verbs
 // object is left. "" when clean, else what is left.
 std::string Shutdown(Side& side, uint64_t timeout_ns);
