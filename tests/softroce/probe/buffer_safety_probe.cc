@@ -100,10 +100,10 @@ class BufferSafetyProbe : public ::testing::Test {
   }
 
   // A verified transfer on whatever endpoint is current (a new one after a
-  // retire). Up to 3 tries: under TCG a fresh handshake can outlast the
+  // retire). Up to 10 tries: under TCG a fresh handshake can outlast the
   // 200 ms task timeout.
   bool Transfer(OpKind op, uint32_t salt, std::string* trace) {
-    for (int attempt = 0; attempt < 3; ++attempt) {
+    for (int attempt = 0; attempt < 10; ++attempt) {
       uint8_t* src = op == OpKind::kWrite ? ini_->at(0) : tgt_->at(0);
       uint8_t* dst = op == OpKind::kWrite ? tgt_->at(0) : ini_->at(0);
       for (uint64_t k = 0; k < kXferBytes; ++k) src[k] = Pattern(salt + attempt, k);
