@@ -90,6 +90,21 @@ absl::Status CheckRetriesAndTimers(const EngineConfig& c) {
   return absl::OkStatus();
 }
 
+// The threaded runtime's waits.
+absl::Status CheckRuntime(const EngineConfig& c) {
+  if (c.owner_poll_mode != OwnerPollMode::kBlocking &&
+      c.owner_poll_mode != OwnerPollMode::kAdaptive &&
+      c.owner_poll_mode != OwnerPollMode::kBusyPoll)
+    return Bad("owner_poll_mode = %d is none of blocking (0), adaptive (1), busy poll (2)",
+               static_cast<int>(c.owner_poll_mode));
+  if (c.owner_poll_mode == OwnerPollMode::kAdaptive && c.owner_spin_ns_max == 0)
+    return Bad("owner_spin_ns_max = 0 with owner_poll_mode adaptive (use blocking)");
+  if (c.owner_spin_ns_max > 1'000'000'000 || c.user_spin_ns > 1'000'000'000)
+    return Bad("owner_spin_ns_max (%u) and user_spin_ns (%u) must be <= 1 s", c.owner_spin_ns_max,
+               c.user_spin_ns);
+  return absl::OkStatus();
+}
+
 // Rail error pauses.
 absl::Status CheckRails(const EngineConfig& c) {
   if (c.rail_error_threshold == 0) return Bad("rail_error_threshold = 0");
@@ -124,6 +139,7 @@ absl::Status EngineConfig::Validate() const {
   FERRY_RETURN_IF_ERROR(CheckSizes(*this));
   FERRY_RETURN_IF_ERROR(CheckRetriesAndTimers(*this));
   FERRY_RETURN_IF_ERROR(CheckRails(*this));
+  FERRY_RETURN_IF_ERROR(CheckRuntime(*this));
   return CheckQpAndDevice(*this);
 }
 

@@ -122,7 +122,8 @@ uint64_t ThreadedRuntime::ProgressGeneration() {
 void ThreadedRuntime::WaitProgress(uint64_t seen, uint64_t timeout_ns) {
   const auto start = std::chrono::steady_clock::now();
   const auto end = start + std::chrono::nanoseconds(std::min(timeout_ns, kIdleWaitMaxNs));
-  const auto spin_end = std::min(end, start + std::chrono::nanoseconds(kWaiterSpinNs));
+  const auto spin_end =
+      std::min(end, start + std::chrono::nanoseconds(engine_->config().user_spin_ns));
   // Spin phase (bounded by spin_end): the hint moves with the generation.
   while (progress_gen_hint_.load(std::memory_order_acquire) == seen && !stop_.load()) {
     if (std::chrono::steady_clock::now() >= spin_end) break;
@@ -177,6 +178,7 @@ void ThreadedRuntime::WorkerLoop(uint32_t w) {
     // After the drained flag: a Shutdown waiter that wakes sees it.
     NotifyProgress();
     if (ws.work_now) continue;
+    if (Spin(worker, s)) continue;
     uint64_t wait_ns = kIdleWaitMaxNs;
     if (ws.deadline_ns) {
       const uint64_t now = clock->NowNs();
@@ -208,6 +210,40 @@ void ThreadedRuntime::WorkerLoop(uint32_t w) {
       }
     }
   }
+}
+
+bool ThreadedRuntime::Spin(Worker& worker, Slot& s) {
+  const OwnerPollMode mode = engine_->config().owner_poll_mode;
+  if (mode == OwnerPollMode::kBlocking || stop_.load()) return false;
+  const uint64_t max_ns = engine_->config().owner_spin_ns_max;
+  if (s.spin_ns == 0) s.spin_ns = max_ns;
+  const auto start = std::chrono::steady_clock::now();
+  const auto end = start + std::chrono::nanoseconds(s.spin_ns);
+  const uint64_t work_before = worker.stats().cqes + worker.stats().posted;
+  bool found = false;
+  // Bounded: by the spin budget (adaptive), or by a stop request or any
+  // work found (busy poll, which has no budget).
+  while (!stop_.load(std::memory_order_relaxed)) {
+    if (s.pending.load(std::memory_order_acquire)) {
+      found = true;  // the loop's top consumes the wake and steps
+      break;
+    }
+    std::this_thread::yield();
+    const WaitSet ws = worker.Step();
+    stats_.worker_steps.fetch_add(1, std::memory_order_relaxed);
+    stats_.spin_steps.fetch_add(1, std::memory_order_relaxed);
+    s.drained.store(worker.ShutDown());
+    if (ws.work_now || worker.stats().cqes + worker.stats().posted != work_before) {
+      NotifyProgress();
+      found = true;
+      break;
+    }
+    if (mode == OwnerPollMode::kAdaptive && std::chrono::steady_clock::now() >= end) break;
+  }
+  if (mode == OwnerPollMode::kAdaptive)
+    s.spin_ns = found ? std::min(max_ns, s.spin_ns * 2) : std::max(max_ns / 16, s.spin_ns / 2);
+  if (found) stats_.spin_hits.fetch_add(1, std::memory_order_relaxed);
+  return found;
 }
 
 void ThreadedRuntime::ListenerLoop() {

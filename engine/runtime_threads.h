@@ -8,6 +8,13 @@
 // (RuntimeWaiter) from any thread.
 //
 // What must stay true:
+// - A worker thread that found work keeps stepping before it blocks, as
+//   EngineConfig::owner_poll_mode says: not at all (blocking), up to an
+//   adaptive budget <= owner_spin_ns_max (adaptive, the default), or until
+//   work or a stop request (busy poll). A spin that finds work continues
+//   the loop without sleeping; one that ends empty falls through to the
+//   block below, so no wakeup is lost either way (the wake flag is read
+//   during the spin, the channels are drained after the block).
 // - Every runtime thread blocks in the kernel on what can wake it, never in
 //   a sleep loop while the backend gives it something to block on:
 //   * a worker on its wait set: its wake eventfd (written by Wake, i.e.
@@ -58,6 +65,7 @@
 namespace ferry {
 class EngineImpl;
 namespace engine {
+class Worker;
 
 // Counters of the runtime (relaxed atomics; read from any thread).
 struct ThreadedRuntimeStats {
@@ -71,6 +79,8 @@ struct ThreadedRuntimeStats {
   std::atomic<uint64_t> async_events{0};
   std::atomic<uint64_t> progress_signals{0};  // generation bumps with a waiter
   std::atomic<uint64_t> user_waits{0};        // blocking waits of user helpers
+  std::atomic<uint64_t> spin_steps{0};        // worker steps taken while spinning
+  std::atomic<uint64_t> spin_hits{0};         // spins that found work (no sleep)
 };
 
 class ThreadedRuntime {
@@ -87,10 +97,6 @@ class ThreadedRuntime {
   static constexpr uint64_t kListenerBlockedMinNs = 50'000;
   static constexpr uint64_t kListenerWaitNs = 200'000;
   static constexpr uint64_t kAsyncWaitNs = 1'000'000;
-  // A user wait first spins this long (yielding) on the generation before
-  // it blocks on the condition: a completion that arrives within it costs
-  // no futex wake-up.
-  static constexpr uint64_t kWaiterSpinNs = 20'000;
 
   explicit ThreadedRuntime(EngineImpl* engine);
   ~ThreadedRuntime();
@@ -115,7 +121,8 @@ class ThreadedRuntime {
   uint64_t ProgressGeneration();
   // Blocks until the generation differs from `seen`, timeout_ns passed
   // (capped at kIdleWaitMaxNs) or the runtime stopped; spins (yielding)
-  // up to kWaiterSpinNs first.
+  // up to EngineConfig::user_spin_ns first: a completion that arrives
+  // within it costs no futex wake-up.
   void WaitProgress(uint64_t seen, uint64_t timeout_ns);
   // After a step (or a user call such as Cancel) that may have published:
   // bump the generation, wake waiters. Any thread.
@@ -126,8 +133,14 @@ class ThreadedRuntime {
     int event_fd = -1;                 // wake eventfd (non-blocking)
     std::atomic<bool> pending{false};  // a wake was written and not consumed
     std::atomic<bool> drained{false};  // Worker::ShutDown() after the last Step
+    uint64_t spin_ns = 0;              // the adaptive spin budget (its thread only)
   };
   void WorkerLoop(uint32_t w);
+  // After a step with nothing left to do: keeps stepping (owner_poll_mode
+  // adaptive: up to the slot's budget, which it adapts; busy poll: until
+  // work or a stop request) and returns whether work was found, so the
+  // loop goes on without sleeping. Blocking mode: returns false at once.
+  bool Spin(Worker& worker, Slot& s);
   void ListenerLoop();
   void AsyncLoop();
   // Blocks up to wait_ns on the slot's eventfd and `fds` (appended after

@@ -115,8 +115,10 @@ struct Options {
   uint64_t point_ms = 1500;  // wall budget per point
   bool verify = false;
   EngineConfig config;
-  uint64_t serve_s = 0;  // target: 0 = until killed
-  uint64_t poll_us = 0;  // real: pause between status polls (0 = block in WaitBatch)
+  uint64_t serve_s = 0;   // target: 0 = until killed
+  uint64_t poll_us = 0;   // real: pause between status polls (0 = block in WaitBatch)
+  std::string json_path;  // --json: one JSON object per point, appended
+  std::string owner_poll = "adaptive";
 };
 
 // --help prints this to stdout and exits 0; a usage error prints it to
@@ -131,7 +133,10 @@ void Usage(std::FILE* to) {
                "         [--gid_index N (default: auto)] [--timeout_exp N (QP ACK timeout)]\n"
                "         [--poll_us N (user threads sleep N us between status polls;\n"
                "          default 0: they block in WaitBatch until the engine publishes)]\n"
-               "         [--peer HOST:PORT (initiator)] [--serve_s N (target)]\n");
+               "         [--peer HOST:PORT (initiator)] [--serve_s N (target)]\n"
+               "         [--owner_poll blocking|adaptive|busy] [--owner_spin_us N]\n"
+               "         [--user_spin_us N] (the threaded runtime's waits, config.h)\n"
+               "       --json FILE: also append one JSON object per point to FILE\n");
 }
 
 bool ParseList(absl::string_view s, std::vector<uint64_t>* out) {
@@ -200,6 +205,17 @@ std::optional<Options> Parse(int argc, char** argv) {
       o.config.slice_timeout_ns = n * 1'000'000;
     } else if (a == "--timeout_exp" && num) {
       o.config.qp_timeout_exp = static_cast<uint8_t>(n);
+    } else if (a == "--owner_poll" && (v == "blocking" || v == "adaptive" || v == "busy")) {
+      o.owner_poll = v;
+      o.config.owner_poll_mode = v == "blocking"   ? OwnerPollMode::kBlocking
+                                 : v == "adaptive" ? OwnerPollMode::kAdaptive
+                                                   : OwnerPollMode::kBusyPoll;
+    } else if (a == "--owner_spin_us" && num) {
+      o.config.owner_spin_ns_max = n * 1000;
+    } else if (a == "--user_spin_us" && num) {
+      o.config.user_spin_ns = n * 1000;
+    } else if (a == "--json" && !v.empty()) {
+      o.json_path = v;
     } else {
       std::fprintf(stderr, "ferry-bench: bad argument '%s'\n", argv[i]);
       return std::nullopt;
@@ -419,7 +435,30 @@ void PrintHeader(bool sim) {
               "p99_us", "p999_us", "status");
 }
 
-void PrintPoint(const Point& p, PointResult& r, bool sim) {
+// Appends the point to o.json_path (when set) as one JSON object per line,
+// so runs are compared by scripts: every field the table has, plus the
+// mode, the owner poll mode and the spin bounds.
+void AppendJson(const Options& o, const Point& p, const PointResult& r, double gbs, double p50,
+                double p99, double p999, const std::string& status) {
+  if (o.json_path.empty()) return;
+  std::FILE* f = std::fopen(o.json_path.c_str(), "a");
+  if (f == nullptr) {
+    std::fprintf(stderr, "ferry-bench: cannot append to %s\n", o.json_path.c_str());
+    return;
+  }
+  std::fprintf(f,
+               "{\"mode\":\"%s\",\"op\":\"%s\",\"block\":%" PRIu64 ",\"batch\":%" PRIu64
+               ",\"threads\":%" PRIu64 ",\"batches\":%" PRIu64
+               ",\"GBps\":%.6f,\"Gbps\":%.6f,\"p50_us\":%.1f,\"p99_us\":%.1f,\"p999_us\":%.1f"
+               ",\"owner_poll\":\"%s\",\"owner_spin_ns_max\":%" PRIu64 ",\"user_spin_ns\":%" PRIu64
+               ",\"status\":\"%s\"}\n",
+               o.mode.c_str(), std::string(OpKindName(p.op)).c_str(), p.block, p.batch, p.threads,
+               r.batches, gbs, gbs * 8, p50, p99, p999, o.owner_poll.c_str(),
+               o.config.owner_spin_ns_max, o.config.user_spin_ns, status.c_str());
+  std::fclose(f);
+}
+
+void PrintPoint(const Options& o, const Point& p, PointResult& r, bool sim) {
   const double gbs = r.elapsed_ns ? static_cast<double>(r.bytes) / r.elapsed_ns : 0.0;
   const double wall = r.wall_ns ? static_cast<double>(r.bytes) / r.wall_ns : 0.0;
   std::vector<uint64_t>& l = r.lat_ns;
@@ -437,6 +476,7 @@ void PrintPoint(const Point& p, PointResult& r, bool sim) {
       sim ? absl::StrFormat("%.2f", wall).c_str() : absl::StrFormat("%.3f", gbs * 8).c_str(), p50,
       p99, p999, status.c_str());
   std::fflush(stdout);
+  AppendJson(o, p, r, gbs, p50, p99, p999, status);
 }
 
 void Progress(size_t index, size_t total, const Point& p, const Shared& s, uint64_t point_bytes) {
@@ -582,7 +622,7 @@ int RunSim(const Options& o) {
     for (auto& s : streams)
       r.lat_ns.insert(r.lat_ns.end(), s->latencies_ns.begin(), s->latencies_ns.end());
     std::fprintf(stderr, "\r%100s\r", "");
-    PrintPoint(p, r, true);
+    PrintPoint(o, p, r, true);
     if (r.failures || r.verify_errors) rc = 1;
   }
   // Orderly shutdown and leak check (C9).
@@ -732,7 +772,7 @@ int RunReal(const Options& o) {
     for (auto& s : streams)
       r.lat_ns.insert(r.lat_ns.end(), s->latencies_ns.begin(), s->latencies_ns.end());
     std::fprintf(stderr, "\r%100s\r", "");
-    PrintPoint(p, r, false);
+    PrintPoint(o, p, r, false);
     if (r.failures || r.verify_errors) rc = 1;
     ++points_run;
     total_batches += r.batches;

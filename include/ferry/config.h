@@ -34,6 +34,20 @@ inline constexpr uint32_t kSlicesPerTaskMax = 1u << 16;
 inline constexpr uint32_t kSliceAttemptsLimit = 1u << 15;
 inline constexpr uint32_t kBatchCapacityMax = 1u << 20;
 
+// How an owner thread of the production runtime waits when it has nothing
+// to do (engine/runtime_threads.h; docs/operations.md 2.2).
+enum class OwnerPollMode : uint8_t {
+  // Arm completion events and sleep at once: the least CPU (shared hosts).
+  kBlocking = 0,
+  // After each step that found work, keep stepping (polling the CQs and the
+  // inbox) for up to owner_spin_ns_max before sleeping; a spin that found
+  // nothing halves the next spin (down to owner_spin_ns_max / 16), one that
+  // found work doubles it (up to owner_spin_ns_max). The default.
+  kAdaptive = 1,
+  // Never sleep while running: a dedicated core per owner thread.
+  kBusyPoll = 2,
+};
+
 struct FERRY_EXPORT EngineConfig {
   // ------------------------------------------------------------- devices
   // RNIC names to use ("mlx5_0", "rxe0", "sim0"); empty = every device the
@@ -107,6 +121,15 @@ struct FERRY_EXPORT EngineConfig {
   // (tests/lib/sim_cluster_test.cc RxeRetryCnt7NeverGivesUpOnARestartedPeer).
   uint8_t qp_retries = 7;
   uint8_t qp_rnr_retries = 7;  // RNR retries (0..7, 7 = infinite; no receives in v1)
+
+  // ------------------------------------------------------------- runtime
+  // Only the production threaded runtime reads these (a stepped engine has
+  // no threads). See OwnerPollMode.
+  OwnerPollMode owner_poll_mode = OwnerPollMode::kAdaptive;
+  uint64_t owner_spin_ns_max = 50'000;  // adaptive spin bound (> 0 unless blocking)
+  // A blocking helper (WaitBatch, OpenSegment, Shutdown) spins this long on
+  // the engine's progress before it sleeps (0: sleep at once).
+  uint64_t user_spin_ns = 20'000;
 
   // Returns OK, or kInvalidArgument naming the first knob that breaks an
   // invariant (see the file comment). Pure: no device is consulted; limits

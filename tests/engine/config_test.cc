@@ -96,6 +96,14 @@ TEST(EngineConfig, RejectsEveryBrokenInvariant) {
        "devices"},
       {"rail threshold 0", [](EngineConfig& c) { c.rail_error_threshold = 0; },
        "rail_error_threshold"},
+      {"poll mode out of range",
+       [](EngineConfig& c) { c.owner_poll_mode = static_cast<OwnerPollMode>(3); },
+       "owner_poll_mode"},
+      {"adaptive without a spin", [](EngineConfig& c) { c.owner_spin_ns_max = 0; },
+       "owner_spin_ns_max"},
+      {"owner spin > 1 s", [](EngineConfig& c) { c.owner_spin_ns_max = 1'000'000'001; },
+       "owner_spin_ns_max"},
+      {"user spin > 1 s", [](EngineConfig& c) { c.user_spin_ns = 1'000'000'001; }, "user_spin_ns"},
   };
   for (const BadCase& bc : cases) {
     EngineConfig c;
@@ -114,6 +122,17 @@ TEST(EngineConfig, BoundaryValuesAreAccepted) {
   c.slice_retries = c.slice_attempts_max - 1;
   c.endpoint_store_capacity = 64;
   c.cqs_per_worker = 2;  // 64 * 2 * 32 == 4096
+  EXPECT_TRUE(c.Validate().ok()) << c.Validate();
+  // Blocking needs no spin bound; busy polling ignores it; 1 s is allowed.
+  c.owner_poll_mode = OwnerPollMode::kBlocking;
+  c.owner_spin_ns_max = 0;
+  c.user_spin_ns = 0;
+  EXPECT_TRUE(c.Validate().ok()) << c.Validate();
+  c.owner_poll_mode = OwnerPollMode::kBusyPoll;
+  EXPECT_TRUE(c.Validate().ok()) << c.Validate();
+  c.owner_poll_mode = OwnerPollMode::kAdaptive;
+  c.owner_spin_ns_max = 1'000'000'000;
+  c.user_spin_ns = 1'000'000'000;
   EXPECT_TRUE(c.Validate().ok()) << c.Validate();
 }
 

@@ -43,8 +43,9 @@ constexpr uint64_t kAreaBytes = 256 * 1024;
 constexpr uint64_t kBufBytes = kUserThreads * 2 * kAreaBytes;
 constexpr uint64_t kWaitNs = 60'000'000'000;  // virtual; far beyond the test's need
 
-EngineConfig StressConfig() {
+EngineConfig StressConfig(OwnerPollMode mode = OwnerPollMode::kAdaptive) {
   EngineConfig c;
+  c.owner_poll_mode = mode;
   c.devices = {"sim0"};
   c.workers = 2;
   c.qps_per_endpoint = 2;
@@ -168,7 +169,20 @@ std::string UserThread(Host& me, Host& peer, uint32_t t, uint32_t iterations, ui
   return "";
 }
 
-TEST(EngineThreaded, FourUserThreadsTwoEnginesBytesVerifiedNoLeaks) {
+// Every owner poll mode (include/ferry/config.h): the same traffic, the
+// same checks; under ThreadSanitizer (scripts/tsan-check) each must be clean.
+class EngineThreadedModes : public ::testing::TestWithParam<OwnerPollMode> {};
+
+INSTANTIATE_TEST_SUITE_P(PollModes, EngineThreadedModes,
+                         ::testing::Values(OwnerPollMode::kBlocking, OwnerPollMode::kAdaptive,
+                                           OwnerPollMode::kBusyPoll),
+                         [](const ::testing::TestParamInfo<OwnerPollMode>& i) {
+                           return i.param == OwnerPollMode::kBlocking   ? std::string("Blocking")
+                                  : i.param == OwnerPollMode::kAdaptive ? std::string("Adaptive")
+                                                                        : std::string("BusyPoll");
+                         });
+
+TEST_P(EngineThreadedModes, FourUserThreadsTwoEnginesBytesVerifiedNoLeaks) {
   sim::FabricConfig fc;
   fc.hosts = 2;
   LockedWorld world(7, fc, LockedWorld::Options{});
@@ -184,7 +198,7 @@ TEST(EngineThreaded, FourUserThreadsTwoEnginesBytesVerifiedNoLeaks) {
     hs.net = std::move(*n);
     hs.entropy = world.NewEntropy();
     EngineEnv env{hs.verbs.get(), hs.net.get(), world.clock(), hs.entropy.get()};
-    auto e = EngineImpl::Create(StressConfig(), env, nullptr, nullptr);
+    auto e = EngineImpl::Create(StressConfig(GetParam()), env, nullptr, nullptr);
     ASSERT_TRUE(e.ok()) << e.status();
     hs.engine = std::move(*e);
     ASSERT_TRUE(hs.engine->RegisterMemory(hs.buf.data(), hs.buf.size()).ok());
@@ -243,6 +257,14 @@ TEST(EngineThreaded, FourUserThreadsTwoEnginesBytesVerifiedNoLeaks) {
         static_cast<unsigned long long>(st.user_waits.load()),
         static_cast<unsigned long long>(st.progress_signals.load()));
     EXPECT_GT(st.worker_steps.load(), 0u);
+    // The mode decides whether owners spin: never when blocking; when
+    // adaptive or busy polling, spin steps happen and some find work.
+    if (GetParam() == OwnerPollMode::kBlocking) {
+      EXPECT_EQ(st.spin_steps.load(), 0u);
+    } else {
+      EXPECT_GT(st.spin_steps.load(), 0u);
+      EXPECT_GT(st.spin_hits.load(), 0u);
+    }
     // The user threads waited through the progress generation and were
     // signalled by steps (not only by their timeouts).
     EXPECT_GT(st.user_waits.load(), 0u);
