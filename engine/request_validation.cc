@@ -19,7 +19,7 @@ bool Wraps(uint64_t addr, uint64_t len) {
 
 }  // namespace
 
-absl::Status RangeSet::Add(uint64_t addr, uint64_t length_bytes) {
+absl::Status RangeSet::Add(uint64_t addr, uint64_t length_bytes, uint64_t tag) {
   if (length_bytes == 0) return absl::InvalidArgumentError("range of zero length");
   if (Wraps(addr, length_bytes))
     return absl::InvalidArgumentError(
@@ -31,11 +31,11 @@ absl::Status RangeSet::Add(uint64_t addr, uint64_t length_bytes) {
         absl::StrFormat("range [0x%x, 0x%x) overlaps the one at 0x%x", addr, end, next->first));
   if (next != ranges_.begin()) {
     auto prev = std::prev(next);
-    if (prev->first + prev->second > addr)
+    if (prev->first + prev->second.length_bytes > addr)
       return absl::AlreadyExistsError(
           absl::StrFormat("range [0x%x, 0x%x) overlaps the one at 0x%x", addr, end, prev->first));
   }
-  ranges_.emplace(addr, length_bytes);
+  ranges_.emplace(addr, Entry{length_bytes, tag});
   return absl::OkStatus();
 }
 
@@ -49,8 +49,8 @@ std::optional<Range> RangeSet::Covering(uint64_t addr) const {
   auto it = ranges_.upper_bound(addr);
   if (it == ranges_.begin()) return std::nullopt;
   --it;
-  if (addr - it->first >= it->second) return std::nullopt;
-  return Range{it->first, it->second};
+  if (addr - it->first >= it->second.length_bytes) return std::nullopt;
+  return Range{it->first, it->second.length_bytes, it->second.tag};
 }
 
 bool RangeSet::Contains(uint64_t addr, uint64_t length_bytes) const {

@@ -44,6 +44,7 @@ namespace ferry::engine {
 struct Range {
   uint64_t addr = 0;
   uint64_t length_bytes = 0;
+  uint64_t tag = 0;  // the caller's, given to Add (e.g. a buffer's index)
   friend bool operator==(const Range&, const Range&) = default;
 };
 
@@ -51,7 +52,7 @@ class RangeSet {
  public:
   // kInvalidArgument for zero length or a range that wraps; kAlreadyExists
   // if it overlaps a range already present (nothing changes).
-  absl::Status Add(uint64_t addr, uint64_t length_bytes);
+  absl::Status Add(uint64_t addr, uint64_t length_bytes, uint64_t tag = 0);
   // Removes the range starting at `addr`; kNotFound if none starts there.
   absl::Status Remove(uint64_t addr);
   // The range that contains `addr`, if any.
@@ -62,7 +63,11 @@ class RangeSet {
   size_t size() const { return ranges_.size(); }
 
  private:
-  absl::btree_map<uint64_t, uint64_t> ranges_;  // start -> length
+  struct Entry {
+    uint64_t length_bytes = 0;
+    uint64_t tag = 0;
+  };
+  absl::btree_map<uint64_t, Entry> ranges_;  // by start
 };
 
 struct BatchValidation {

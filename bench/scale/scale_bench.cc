@@ -1,0 +1,287 @@
+// bench/scale/scale_bench.cc: the engine's cost as peers, regions and batch
+// sizes grow (issue 11 item 3), on the zero-latency simulated RNIC.
+//
+//   BM_Endpoints/N   slices/s through ONE initiator worker whose requests
+//                    round-robin over N endpoints (N target engines on host
+//                    1, each its own process address; one QP per endpoint).
+//                    Counter heap_bytes_per_endpoint: heap growth (glibc
+//                    mallinfo2) while the N endpoints were brought up,
+//                    divided by N: both sides of each endpoint and the
+//                    simulated RNIC's QP state, an upper bound of one side.
+//   BM_Regions/R     slices/s with R regions of 4 KiB registered on the
+//                    initiator, one endpoint; each round's 16 requests use
+//                    16 regions spread over all R (64 KiB touched at any R).
+//   BM_SubmitBatch/B Submit's cost per request at batch size B (only the
+//                    Submit call is timed; completion runs untimed).
+// Goals (issue 11): slices/s within 15 % from 1 to 1024 endpoints and from
+// 1 to 10000 regions; Submit's cost per request flat in B. The numbers are
+// reported, never asserted (docs/operations.md 3.2 has them).
+//
+// What must stay true: every slice is counted only after its task
+// COMPLETED; a failure aborts; only the initiator's worker is stepped in
+// the measured loop (one-sided WRITEs need no target step once connected).
+#include <malloc.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "benchmark/benchmark.h"
+#include "engine/inspect.h"
+#include "sim/entropy.h"
+#include "sim/net/sim_network.h"
+#include "sim/prng.h"
+#include "sim/rnic/fabric.h"
+#include "sim/scheduler.h"
+#include "sim/virtual_clock.h"
+#include "sim/world/engine_runtime.h"
+
+namespace ferry::bench {
+namespace {
+
+constexpr uint64_t kSliceBytes = 4096;
+constexpr uint32_t kTasks = 16;   // per batch, one slice each
+constexpr uint32_t kBatches = 4;  // in flight
+constexpr uint64_t kTargetBytes = 64 * 1024;
+
+[[noreturn]] void Fail(const std::string& what) {
+  std::fprintf(stderr, "scale_bench: %s\n", what.c_str());
+  std::abort();
+}
+
+uint64_t HeapBytes() { return mallinfo2().uordblks; }
+
+EngineConfig BenchConfig(uint32_t endpoints) {
+  EngineConfig c;
+  c.devices = {"sim0"};
+  c.workers = 1;
+  c.qps_per_endpoint = 1;
+  c.wr_depth = 16;
+  // 1024 endpoints x 16 WRs: 8 CQs of 128 endpoints x 16 = 2048 CQEs each.
+  c.cqs_per_worker = endpoints > 128 ? 8 : 1;
+  c.endpoint_store_capacity = std::max<uint32_t>(endpoints, 1);
+  c.slice_size_bytes = kSliceBytes;
+  c.request_bytes_max = kSliceBytes * kTasks;
+  c.slice_timeout_ns = 3'600'000'000'000;
+  return c;
+}
+
+struct Engine1 {
+  std::unique_ptr<hal::Verbs> verbs;
+  std::unique_ptr<sim::SimControlNet> ctl;
+  std::unique_ptr<sim::SimEntropy> entropy;
+  std::unique_ptr<engine::SteppedEngine> engine;
+  std::unique_ptr<simworld::SimRuntime> rt;
+};
+
+class ScaleBed {
+ public:
+  // `endpoints` target engines on host 1; `regions` regions of
+  // kSliceBytes * kTasks on the initiator (host 0).
+  ScaleBed(uint32_t endpoints, uint32_t regions) : regions_(regions) {
+    sim::FabricConfig fc;
+    fc.hosts = 2;
+    fc.link_latency_ns = 0;
+    fc.link_jitter_ns = 0;
+    fc.cqe_jitter_ns = 0;
+    fc.link_gbps = 1'000'000;
+    fabric_ = std::make_unique<sim::Fabric>(fc, root_.Fork(), &clock_, nullptr);
+    net_ = std::make_unique<sim::SimNetwork>(root_.Fork(), &clock_, nullptr, sim::NetPlan{});
+    sched_ = std::make_unique<sim::Scheduler>(root_.Fork(), &clock_, nullptr);
+    sched_->AddActor(fabric_.get());
+    sched_->AddActor(net_.get());
+    const EngineConfig cfg = BenchConfig(endpoints);
+    Start(ini_, 0, "h0:1000", cfg, 1);
+    region_bytes_ = kSliceBytes;
+    shared_target_buf_.assign(kTargetBytes, 2);
+    for (uint32_t r = 0; r < regions; ++r) {
+      region_bufs_.emplace_back(region_bytes_, 1);
+      if (!ini_.engine->RegisterMemory(region_bufs_.back().data(), region_bytes_).ok())
+        Fail("register region");
+    }
+    targets_.resize(endpoints);
+    for (uint32_t t = 0; t < endpoints; ++t)
+      Start(targets_[t], 1, absl::StrCat("h1:", 2000 + t), BenchConfig(1), 10 + 4 * t);
+    sched_->MakePlan(sim::PickMode::kUniform);
+    const uint64_t heap0 = HeapBytes();
+    for (uint32_t t = 0; t < endpoints; ++t) segs_.push_back(OpenAndWarm(t));
+    heap_per_endpoint_ = static_cast<double>(HeapBytes() - heap0) / endpoints;
+  }
+
+  // One round: step the initiator's worker, settle, collect, resubmit.
+  [[gnu::noinline]] uint64_t Round() {
+    engine::SteppedEngine& e = *ini_.engine;
+    if (inflight_.empty())
+      for (uint32_t s = 0; s < kBatches; ++s) inflight_.push_back(Submit(kTasks));
+    fabric_->set_current_actor(1);
+    for (int k = 0; k < 4; ++k)
+      if (!e.StepWorker(0).work_now) break;
+    fabric_->set_current_actor(0);
+    fabric_->Settle(1'000'000'000);
+    uint64_t done = 0;
+    for (BatchId& b : inflight_) {
+      auto st = e.GetBatchStatus(b);
+      if (!st.ok() || st->overall == TaskStatus::kPending) continue;
+      if (st->overall != TaskStatus::kCompleted) Fail("batch not COMPLETED");
+      done += kTasks;
+      (void)e.FreeBatch(b);
+      b = Submit(kTasks);
+    }
+    return done;
+  }
+
+  // A batch of n one-slice WRITEs, round-robin over targets and regions.
+  BatchId Submit(uint32_t n) {
+    engine::SteppedEngine& e = *ini_.engine;
+    auto b = e.AllocateBatch(n);
+    if (!b.ok()) Fail("alloc");
+    reqs_.resize(n);
+    for (uint32_t i = 0; i < n; ++i) {
+      const uint32_t t = next_target_++ % targets_.size();
+      // kTasks distinct regions per round, spread over all R (the lookup
+      // sees every part of the table; the bytes touched stay 64 KiB).
+      const uint32_t r = static_cast<uint32_t>((next_region_++ % kTasks) *
+                                               std::max<uint32_t>(1, regions_ / kTasks) % regions_);
+      const uint64_t off = (i % kTasks) * kSliceBytes;
+      reqs_[i] =
+          Request{OpKind::kWrite, reinterpret_cast<uint64_t>(region_bufs_[r].data()), kSliceBytes,
+                  segs_[t], reinterpret_cast<uint64_t>(shared_target_buf_.data()) + off};
+    }
+    SubmitResult res = e.Submit(*b, absl::MakeConstSpan(reqs_));
+    if (!res.status.ok()) Fail(res.status.ToString());
+    return *b;
+  }
+
+  // Runs the whole world (every engine) until the batch is terminal.
+  void Drain(BatchId b) {
+    engine::SteppedEngine& e = *ini_.engine;
+    sched_->Run([&] { return e.GetBatchStatus(b)->overall != TaskStatus::kPending; }, 100'000'000,
+                clock_.NowNs() + 100'000'000'000);
+    if (e.GetBatchStatus(b)->overall != TaskStatus::kCompleted) Fail("drained batch not COMPLETED");
+    (void)e.FreeBatch(b);
+  }
+
+  double heap_per_endpoint() const { return heap_per_endpoint_; }
+  uint64_t packets() const { return fabric_->stats().packets_sent; }
+
+ private:
+  // An engine on `host`; a target (host 1) registers the one buffer all
+  // targets share (so the bytes touched stay the same as N grows).
+  void Start(Engine1& h, uint32_t host, const std::string& addr, const EngineConfig& cfg,
+             uint32_t first_actor) {
+    auto ctl = net_->Bind(addr);
+    if (!ctl.ok()) Fail(ctl.status().ToString());
+    h.ctl = std::move(*ctl);
+    h.verbs = fabric_->NewVerbs(host);
+    h.entropy = std::make_unique<sim::SimEntropy>(root_.Fork());
+    EngineEnv env{h.verbs.get(), h.ctl.get(), &clock_, h.entropy.get()};
+    auto e = engine::SteppedEngine::Create(cfg, env, nullptr, nullptr);
+    if (!e.ok()) Fail(e.status().ToString());
+    h.engine = std::move(*e);
+    h.rt = std::make_unique<simworld::SimRuntime>(h.engine.get(), fabric_.get(), h.ctl.get(),
+                                                  nullptr, first_actor, root_.Fork());
+    h.rt->AddTo(sched_.get());
+    if (host == 1 &&
+        !h.engine->RegisterMemory(shared_target_buf_.data(), shared_target_buf_.size()).ok())
+      Fail("register target");
+  }
+
+  SegmentHandle OpenAndWarm(uint32_t t) {
+    engine::SteppedEngine& e = *ini_.engine;
+    auto tok = e.OpenSegmentAsync(absl::StrCat("h1:", 2000 + t));
+    if (!tok.ok()) Fail("open");
+    std::optional<SegmentHandle> h;
+    sched_->Run(
+        [&] {
+          auto p = e.PollOpenSegment(*tok);
+          if (!p.ok()) Fail(p.status().ToString());
+          h = *p;
+          return h.has_value();
+        },
+        10'000'000, clock_.NowNs() + 10'000'000'000);
+    if (!h) Fail("open timed out");
+    segs_.push_back(*h);  // Submit below addresses it (removed again)
+    auto b = e.AllocateBatch(1);
+    const Request r{OpKind::kWrite, reinterpret_cast<uint64_t>(region_bufs_[0].data()), kSliceBytes,
+                    *h, reinterpret_cast<uint64_t>(shared_target_buf_.data())};
+    if (!b.ok() || !e.Submit(*b, absl::MakeConstSpan(&r, 1)).status.ok()) Fail("warm submit");
+    Drain(*b);
+    segs_.pop_back();
+    return *h;
+  }
+
+  sim::VirtualClock clock_;
+  sim::Prng root_{11};
+  std::unique_ptr<sim::Fabric> fabric_;
+  std::unique_ptr<sim::SimNetwork> net_;
+  std::unique_ptr<sim::Scheduler> sched_;
+  Engine1 ini_;
+  std::vector<Engine1> targets_;
+  std::vector<SegmentHandle> segs_;
+  std::vector<std::vector<uint8_t>> region_bufs_;
+  std::vector<uint8_t> shared_target_buf_;
+  uint64_t region_bytes_ = 0;
+  uint32_t regions_;
+  std::vector<BatchId> inflight_;
+  std::vector<Request> reqs_;
+  uint64_t next_target_ = 0, next_region_ = 0;
+  double heap_per_endpoint_ = 0;
+};
+
+void Rate(benchmark::State& state, ScaleBed& bed) {
+  uint64_t units = 0;
+  for (auto _ : state) units += bed.Round();
+  state.counters["slices_per_s"] =
+      benchmark::Counter(static_cast<double>(units), benchmark::Counter::kIsRate);
+}
+
+void BM_Endpoints(benchmark::State& state) {
+  ScaleBed bed(static_cast<uint32_t>(state.range(0)), 1);
+  Rate(state, bed);
+  state.counters["heap_bytes_per_endpoint"] = bed.heap_per_endpoint();
+}
+
+void BM_Regions(benchmark::State& state) {
+  ScaleBed bed(1, static_cast<uint32_t>(state.range(0)));
+  Rate(state, bed);
+}
+
+void BM_SubmitBatch(benchmark::State& state) {
+  const auto n = static_cast<uint32_t>(state.range(0));
+  ScaleBed bed(1, 1);
+  uint64_t requests = 0;
+  for (auto _ : state) {
+    const BatchId b = bed.Submit(n);
+    state.PauseTiming();
+    bed.Drain(b);
+    state.ResumeTiming();
+    requests += n;
+  }
+  state.counters["ns_per_request"] = benchmark::Counter(
+      static_cast<double>(requests), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+BENCHMARK(BM_Endpoints)
+    ->Arg(1)
+    ->Arg(16)
+    ->Arg(128)
+    ->Arg(1024)
+    ->MinTime(0.3)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Regions)
+    ->Arg(1)
+    ->Arg(100)
+    ->Arg(1000)
+    ->Arg(10000)
+    ->MinTime(0.3)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SubmitBatch)->Arg(1)->Arg(16)->Arg(256)->Arg(4096)->MinTime(0.3);
+
+}  // namespace
+}  // namespace ferry::bench
+
+BENCHMARK_MAIN();
