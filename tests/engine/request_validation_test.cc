@@ -164,5 +164,17 @@ TEST(RangeSet, RejectsOverlapsZeroLengthAndWrap) {
   EXPECT_FALSE(s.Contains(120, 1));
 }
 
+// The tag given to Add comes back with the covering range (RouteOf takes a
+// peer buffer's rkeys by it); a rejected overlap keeps the first range's.
+TEST(RangeSet, CoveringReturnsTheTagOfTheRangeAdded) {
+  RangeSet s;
+  ASSERT_TRUE(s.Add(1000, 100, 7).ok());
+  ASSERT_TRUE(s.Add(0, 10, 3).ok());
+  EXPECT_EQ(s.Add(1050, 100, 9).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(s.Covering(1099), (Range{1000, 100, 7}));
+  EXPECT_EQ(s.Covering(5), (Range{0, 10, 3}));
+  EXPECT_EQ(s.Covering(1100), std::nullopt);
+}
+
 }  // namespace
 }  // namespace ferry::engine
