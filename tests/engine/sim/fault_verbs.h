@@ -1,6 +1,7 @@
-// tests/engine/sim/fault_verbs.h: a hal::Verbs decorator for lifecycle tests:
-// forwards every call to an inner Verbs (the simulated RNIC) and fails, on
-// request, the N-th resource-creating call or the next destroy calls.
+// tests/engine/sim/fault_verbs.h: a hal::Verbs decorator for lifecycle tests
+// (a hal::VerbsWrapper): forwards every call to an inner Verbs (the
+// simulated RNIC) and fails, on request, the N-th resource-creating call or
+// the next destroy calls.
 //
 // Thread safety: none (sim tests are single-threaded).
 // What must stay true: a failed call never reaches the inner Verbs, so the
@@ -14,12 +15,13 @@
 
 #include "absl/status/status.h"
 #include "hal/verbs.h"
+#include "hal/verbs_wrapper.h"
 
 namespace ferry::engine::testing {
 
-class FaultVerbs final : public hal::Verbs {
+class FaultVerbs final : public hal::VerbsWrapper {
  public:
-  explicit FaultVerbs(hal::Verbs* inner) : in_(inner) {}
+  explicit FaultVerbs(hal::Verbs* inner) : hal::VerbsWrapper(inner), in_(inner) {}
 
   // The create call with this 0-based index (counting OpenDevice, AllocPd,
   // RegMr, CreateCompChannel, CreateCq, CreateQp, and the queries and
@@ -29,7 +31,6 @@ class FaultVerbs final : public hal::Verbs {
   uint32_t fail_destroys = 0;       // the next N destroy calls fail (EBUSY)
   std::vector<std::string> failed;  // names of the calls failed on purpose
 
-  absl::StatusOr<std::vector<hal::DeviceInfo>> ListDevices() override { return in_->ListDevices(); }
   absl::StatusOr<hal::ContextHandle> OpenDevice(std::string_view name) override {
     if (Fail("open_device")) return Err("open_device");
     return in_->OpenDevice(name);
@@ -80,10 +81,6 @@ class FaultVerbs final : public hal::Verbs {
     if (FailDestroy("destroy_comp_channel")) return Busy("destroy_comp_channel");
     return in_->DestroyCompChannel(ch);
   }
-  absl::StatusOr<hal::CqHandle> GetCqEvent(hal::CompChannelHandle ch) override {
-    return in_->GetCqEvent(ch);
-  }
-  void AckCqEvents(hal::CqHandle cq, uint32_t n) override { in_->AckCqEvents(cq, n); }
   absl::StatusOr<hal::CqInfo> CreateCq(hal::ContextHandle ctx, uint32_t cqe,
                                        hal::CompChannelHandle ch) override {
     if (Fail("create_cq")) return Err("create_cq");
@@ -93,9 +90,6 @@ class FaultVerbs final : public hal::Verbs {
     if (FailDestroy("destroy_cq")) return Busy("destroy_cq");
     return in_->DestroyCq(cq);
   }
-  absl::StatusOr<uint32_t> PollCq(hal::CqHandle cq, absl::Span<hal::WorkCompletion> out) override {
-    return in_->PollCq(cq, out);
-  }
   absl::Status ReqNotifyCq(hal::CqHandle cq, bool solicited_only) override {
     if (Fail("req_notify_cq")) return Err("req_notify_cq");
     return in_->ReqNotifyCq(cq, solicited_only);
@@ -104,26 +98,9 @@ class FaultVerbs final : public hal::Verbs {
     if (Fail("create_qp")) return Err("create_qp");
     return in_->CreateQp(pd, init);
   }
-  absl::Status ModifyQp(hal::QpHandle qp, const hal::QpAttr& attr, uint32_t mask) override {
-    return in_->ModifyQp(qp, attr, mask);
-  }
-  absl::StatusOr<hal::QpAttr> QueryQp(hal::QpHandle qp) override { return in_->QueryQp(qp); }
   absl::Status DestroyQp(hal::QpHandle qp) override {
     if (FailDestroy("destroy_qp")) return Busy("destroy_qp");
     return in_->DestroyQp(qp);
-  }
-  hal::PostResult PostSend(hal::QpHandle qp, absl::Span<const hal::SendWr> chain) override {
-    return in_->PostSend(qp, chain);
-  }
-  absl::StatusOr<hal::AsyncEvent> GetAsyncEvent(hal::ContextHandle ctx) override {
-    return in_->GetAsyncEvent(ctx);
-  }
-  void AckAsyncEvent(const hal::AsyncEvent& e) override { in_->AckAsyncEvent(e); }
-  absl::StatusOr<int> CompChannelFd(hal::CompChannelHandle ch) override {
-    return in_->CompChannelFd(ch);
-  }
-  absl::StatusOr<int> AsyncEventFd(hal::ContextHandle ctx) override {
-    return in_->AsyncEventFd(ctx);
   }
 
  private:

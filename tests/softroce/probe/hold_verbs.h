@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "base/mutex.h"
 #include "hal/verbs.h"
+#include "hal/verbs_wrapper.h"
 
 namespace ferry::probe {
 
@@ -48,12 +49,13 @@ struct QpRecord {
   hal::WcStatus first_error = hal::WcStatus::kSuccess;
 };
 
-class HoldVerbs final : public hal::Verbs {
+class HoldVerbs final : public hal::VerbsWrapper {
  public:
   static constexpr uint64_t kPauseNsMaxDefault = 30'000'000'000;
 
   // `seq` is the sequence shared with the test (Tick); `inner` outlives this.
-  HoldVerbs(hal::Verbs* inner, std::atomic<uint64_t>* seq) : in_(inner), seq_(seq) {}
+  HoldVerbs(hal::Verbs* inner, std::atomic<uint64_t>* seq)
+      : hal::VerbsWrapper(inner), in_(inner), seq_(seq) {}
 
   // ---- for the test
   uint64_t Tick() { return seq_->fetch_add(1) + 1; }
@@ -87,70 +89,11 @@ class HoldVerbs final : public hal::Verbs {
   // QP number of the last paused ERR move (0: none yet).
   uint32_t paused_qp_num() const;
 
-  // ---- hal::Verbs
-  absl::StatusOr<std::vector<hal::DeviceInfo>> ListDevices() override { return in_->ListDevices(); }
-  absl::StatusOr<hal::ContextHandle> OpenDevice(std::string_view name) override {
-    return in_->OpenDevice(name);
-  }
-  absl::Status CloseDevice(hal::ContextHandle ctx) override { return in_->CloseDevice(ctx); }
-  absl::StatusOr<hal::DeviceAttr> QueryDevice(hal::ContextHandle ctx) override {
-    return in_->QueryDevice(ctx);
-  }
-  absl::StatusOr<hal::PortAttr> QueryPort(hal::ContextHandle ctx, uint8_t port) override {
-    return in_->QueryPort(ctx, port);
-  }
-  absl::StatusOr<hal::Gid> QueryGid(hal::ContextHandle ctx, uint8_t port, int index) override {
-    return in_->QueryGid(ctx, port, index);
-  }
-  absl::StatusOr<hal::GidEntry> QueryGidEntry(hal::ContextHandle ctx, uint8_t port,
-                                              int index) override {
-    return in_->QueryGidEntry(ctx, port, index);
-  }
-  absl::StatusOr<hal::PdHandle> AllocPd(hal::ContextHandle ctx) override {
-    return in_->AllocPd(ctx);
-  }
-  absl::Status DeallocPd(hal::PdHandle pd) override { return in_->DeallocPd(pd); }
-  absl::StatusOr<hal::MrInfo> RegMr(hal::PdHandle pd, void* addr, size_t length,
-                                    uint32_t access) override {
-    return in_->RegMr(pd, addr, length, access);
-  }
-  absl::Status DeregMr(hal::MrHandle mr) override { return in_->DeregMr(mr); }
-  absl::StatusOr<hal::CompChannelHandle> CreateCompChannel(hal::ContextHandle ctx) override {
-    return in_->CreateCompChannel(ctx);
-  }
-  absl::Status DestroyCompChannel(hal::CompChannelHandle ch) override {
-    return in_->DestroyCompChannel(ch);
-  }
-  absl::StatusOr<hal::CqHandle> GetCqEvent(hal::CompChannelHandle ch) override {
-    return in_->GetCqEvent(ch);
-  }
-  void AckCqEvents(hal::CqHandle cq, uint32_t n) override { in_->AckCqEvents(cq, n); }
-  absl::StatusOr<hal::CqInfo> CreateCq(hal::ContextHandle ctx, uint32_t cqe,
-                                       hal::CompChannelHandle ch) override {
-    return in_->CreateCq(ctx, cqe, ch);
-  }
-  absl::Status DestroyCq(hal::CqHandle cq) override { return in_->DestroyCq(cq); }
+  // ---- hal::Verbs: what it observes or changes; the rest is forwarded.
   absl::StatusOr<uint32_t> PollCq(hal::CqHandle cq, absl::Span<hal::WorkCompletion> out) override;
-  absl::Status ReqNotifyCq(hal::CqHandle cq, bool solicited_only) override {
-    return in_->ReqNotifyCq(cq, solicited_only);
-  }
   absl::StatusOr<hal::QpInfo> CreateQp(hal::PdHandle pd, const hal::QpInitAttr& init) override;
   absl::Status ModifyQp(hal::QpHandle qp, const hal::QpAttr& attr, uint32_t mask) override;
-  absl::StatusOr<hal::QpAttr> QueryQp(hal::QpHandle qp) override { return in_->QueryQp(qp); }
   absl::Status DestroyQp(hal::QpHandle qp) override;
-  hal::PostResult PostSend(hal::QpHandle qp, absl::Span<const hal::SendWr> chain) override {
-    return in_->PostSend(qp, chain);
-  }
-  absl::StatusOr<hal::AsyncEvent> GetAsyncEvent(hal::ContextHandle ctx) override {
-    return in_->GetAsyncEvent(ctx);
-  }
-  void AckAsyncEvent(const hal::AsyncEvent& e) override { in_->AckAsyncEvent(e); }
-  absl::StatusOr<int> CompChannelFd(hal::CompChannelHandle ch) override {
-    return in_->CompChannelFd(ch);
-  }
-  absl::StatusOr<int> AsyncEventFd(hal::ContextHandle ctx) override {
-    return in_->AsyncEventFd(ctx);
-  }
 
  private:
   void PauseIfArmed(uint32_t qp_num);
