@@ -22,14 +22,5 @@ for b in "${bins[@]}"; do
   [[ -x $b ]] || fail "not an executable: $b"
 done
 
-run_vm out err --timeout "${FERRY_HAL_REAL_VM_TIMEOUT:-2400}" \
-  bash "$TEST_DIR/hal_real_guest.sh" "${bins[@]}"
-cat out
-grep '^run-in-vm: phase' err >&2 || true
-note "VM run: $((ELAPSED_US / 1000)) ms wall (runner exit $RC)"
-if [[ $RC != 0 ]]; then
-  show err
-  fail "hal_real binaries in the VM: exit $RC"
-fi
-grep -q '^hal_real: all passed' out || { show err; fail "the guest script did not finish"; }
-echo "PASS hal_real in one VM ($(( ELAPSED_US / 1000000 )) s)"
+run_guest "${FERRY_HAL_REAL_VM_TIMEOUT:-2400}" "hal_real" '^hal_real: all passed' \
+  hal_real_guest.sh "${bins[@]}"

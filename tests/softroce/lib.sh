@@ -2,7 +2,8 @@
 # lib.sh: shared helpers for the tests of scripts/softroce/run-in-vm (sourced).
 #
 # Owns: locating the runner, the skip rule, a scratch working directory that is
-# removed on exit, and the failure/assertion helpers.
+# removed on exit, the failure/assertion helpers, and run_guest (one VM boot
+# running a guest script of this folder).
 #
 # Must stay true:
 # - A test that cannot run here (not root and no cache, so nothing can be
@@ -64,4 +65,23 @@ prep_us() {
     total=$((total + 10#${s%.*} * 1000000 + 10#${s#*.} * 10000))
   done < <(sed -n 's/^run-in-vm: phase \(lock\|packages\|kernel\|vmlinux\|initramfs\): \([0-9]*\.[0-9][0-9]\) s .*/\2/p' "$1")
   echo "$total"
+}
+
+# run_guest TIMEOUT_S WHAT DONE_LINE GUEST_SCRIPT ARGS...: runs GUEST_SCRIPT
+# (under tests/softroce) in one VM boot, shows its output and the VM's
+# phase lines, and fails unless the runner exited 0 and the output holds
+# DONE_LINE (a regex the guest prints only when every check passed).
+run_guest() {
+  local timeout_s=$1 what=$2 done_line=$3 script=$4
+  shift 4
+  run_vm out err --timeout "$timeout_s" bash "$TEST_DIR/$script" "$@"
+  cat out
+  grep '^run-in-vm: phase\|^run-in-vm: total' err >&2 || true
+  note "VM run: $((ELAPSED_US / 1000)) ms wall (runner exit $RC)"
+  if [[ $RC != 0 ]]; then
+    show err
+    fail "$what in the VM: exit $RC"
+  fi
+  grep -q "$done_line" out || { show err; fail "the guest script did not finish"; }
+  echo "PASS $what in one VM ($((ELAPSED_US / 1000000)) s)"
 }

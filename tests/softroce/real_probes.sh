@@ -23,14 +23,5 @@ for b in "${bins[@]}"; do
   [[ -x $b ]] || fail "not an executable: $b"
 done
 
-run_vm out err --timeout "${FERRY_REAL_PROBES_VM_TIMEOUT:-1500}" \
-  bash "$TEST_DIR/real_probes_guest.sh" "${bins[@]}"
-cat out
-grep '^run-in-vm: phase vm\|^run-in-vm: total' err >&2 || true
-note "VM run: $((ELAPSED_US / 1000)) ms wall (runner exit $RC)"
-if [[ $RC != 0 ]]; then
-  show err
-  fail "real probes in the VM: exit $RC"
-fi
-grep -q '^real_probes: all passed' out || { show err; fail "the guest script did not finish"; }
-echo "PASS real probes in one VM ($((ELAPSED_US / 1000000)) s)"
+run_guest "${FERRY_REAL_PROBES_VM_TIMEOUT:-1500}" "real probes" '^real_probes: all passed' \
+  real_probes_guest.sh "${bins[@]}"
