@@ -28,6 +28,14 @@ constexpr uint64_t kSlotBytes = 64 * 1024;
 constexpr uint32_t kSlots = 8;  // per host: local at [0, 512 KiB), remote at [512 KiB, 1 MiB)
 constexpr uint64_t kRemoteBase = kSlots * kSlotBytes;
 constexpr uint32_t kRestartsMax = 2;
+// Scripted control-message drops per direction in one run, and open
+// attempts after a restart: an open attempt sends 1 + handshake_retries
+// (3) descriptor requests, so at most 2 attempts can lose every answer and
+// the third gets through. Unbounded drops made a failed open (the engine's
+// correct kDeadlineExceeded) look like a broken contract (the corpus input
+// ctrl_drops_then_restart, found by CI's bounded run in session 15).
+constexpr uint32_t kCtrlDropsMax = 8;
+constexpr uint32_t kOpenAttemptsMax = 4;
 constexpr uint64_t kDrainNsMax = 10'000'000'000;
 
 enum class Op : uint8_t {
@@ -116,8 +124,11 @@ class Run {
             Fault(sim::FaultKind::kCqOverrun, sim::TargetKind::kCq, h, 1 + b % 2));
         break;
       case Op::kCtrlDrop:
-        (void)w_->net().ScriptNext(w_->host(h).addr, w_->host(1 - h).addr,
-                                   sim::ScriptedNetAction{});
+        if (ctrl_drops_[h] < kCtrlDropsMax) {
+          ++ctrl_drops_[h];
+          (void)w_->net().ScriptNext(w_->host(h).addr, w_->host(1 - h).addr,
+                                     sim::ScriptedNetAction{});
+        }
         break;
       case Op::kCancel:
         if (const TwoEngines::Tracked* t = Pick(b)) {
@@ -163,9 +174,13 @@ class Run {
   const std::string& log() const { return log_; }
 
  private:
+  // After a restart each side opens the other again; an attempt whose
+  // answers were all dropped is retried, as an application would.
   std::string Reopen() {
     for (uint32_t h = 0; h < 2; ++h) {
-      auto s = w_->Open(h, 1 - h);
+      absl::StatusOr<SegmentHandle> s = absl::UnknownError("no attempt");
+      for (uint32_t attempt = 0; attempt < kOpenAttemptsMax && !s.ok(); ++attempt)
+        s = w_->Open(h, 1 - h);
       if (!s.ok()) return "open: " + s.status().ToString();
       seg_[h] = *s;
     }
@@ -270,6 +285,7 @@ class Run {
   SegmentHandle seg_[2];
   uint32_t next_slot_[2] = {0, 0};
   uint32_t restarts_ = 0;
+  uint32_t ctrl_drops_[2] = {0, 0};
   std::vector<TaskStatus> seen_;
   std::string log_;
 };
