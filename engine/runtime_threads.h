@@ -39,12 +39,17 @@
 //   between the poll and the arm unseen). Events are taken from every
 //   channel the worker owns after every wait, outstanding WRs or not, so a
 //   CQ is never left disarmed by an event nobody read.
-// - Progress for user waits: after every worker Step and every listener
-//   step that read a message, the stepping thread bumps the progress
-//   generation under progress_mu_ and signals the waiters. A waiter reads
-//   the generation (under the same mutex) *before* checking its condition
-//   and sleeps only while the generation is unchanged, so a publish after
-//   its check always wakes it (the publish happens before the bump).
+// - Progress for user waits: after every worker Step of the loop proper
+//   and every listener step that read a message, the stepping thread bumps
+//   the progress generation under progress_mu_ and signals the waiters. A
+//   waiter reads the generation (under the same mutex) *before* checking
+//   its condition and sleeps only while the generation is unchanged, so a
+//   publish after its check always wakes it (the publish happens before the
+//   bump). A step taken while spinning bumps it only when it found work (a
+//   CQE, a post, work_now): a publish without one during a spin (a timeout
+//   or cancel of queued slices, evidence by a destroy) is seen at the next
+//   bump or when the waiter's wait ends (at most kIdleWaitMaxNs): late by
+//   up to that, never lost.
 // - Worker state is touched only by its thread. What other threads need of
 //   it (is it drained?) is published by that thread in an atomic after
 //   each Step (`drained`), never read from the worker directly.

@@ -36,6 +36,7 @@ inline bool ApplyEnvMutation(base::Mutations& m) {
   }
   std::fprintf(stderr, "FERRY_MUTATION=%s: no such mutation\n", name);
 #else
+  (void)m;
   std::fprintf(stderr, "FERRY_MUTATION=%s: binary built without mutation switches\n", name);
 #endif
   FERRY_CHECK(false);

@@ -35,6 +35,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/property/prop_env.h"
 #include "tests/softroce/probe/real_side.h"
 
 namespace ferry::probe {
@@ -74,12 +75,13 @@ class BufferSafetyProbe : public ::testing::Test {
   void SetUp() override {
     devs_ = RdmaDevices();
     if (devs_.size() < 2) GTEST_SKIP() << "needs two RDMA devices (have " << devs_.size() << ")";
-    auto m = MutationsFromEnv();
-    ASSERT_TRUE(m.ok()) << m.status();
-    auto t = StartSide(devs_[0], ProbeConfig(), kBufBytes, &seq_, *m);
+    // FERRY_MUTATION (real_probes_mut only; an unknown name aborts).
+    base::Mutations m;
+    (void)property::ApplyEnvMutation(m);
+    auto t = StartSide(devs_[0], ProbeConfig(), kBufBytes, &seq_, m);
     ASSERT_TRUE(t.ok()) << t.status();
     tgt_ = std::move(*t);
-    auto i = StartSide(devs_[1], ProbeConfig(), kBufBytes, &seq_, *m);
+    auto i = StartSide(devs_[1], ProbeConfig(), kBufBytes, &seq_, m);
     ASSERT_TRUE(i.ok()) << i.status();
     ini_ = std::move(*i);
     auto seg = Open(*ini_, tgt_->net->LocalAddress(), kWaitNs);
@@ -133,22 +135,8 @@ class BufferSafetyProbe : public ::testing::Test {
   SegmentHandle seg_;
 };
 
-const char* StateName(std::optional<hal::QpState> s) {
-  if (!s) return "destroyed";
-  switch (*s) {
-    case hal::QpState::kRts:
-      return "RTS";
-    case hal::QpState::kErr:
-      return "ERR";
-    case hal::QpState::kRtr:
-      return "RTR";
-    case hal::QpState::kInit:
-      return "INIT";
-    case hal::QpState::kReset:
-      return "RESET";
-    default:
-      return "other";
-  }
+std::string StateName(std::optional<hal::QpState> s) {
+  return s ? std::string(hal::QpStateName(*s)) : "destroyed";
 }
 
 CaseResult BufferSafetyProbe::RunCase(OpKind op, uint32_t n) {

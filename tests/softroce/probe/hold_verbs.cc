@@ -1,6 +1,7 @@
 // tests/softroce/probe/hold_verbs.cc: HoldVerbs (hold_verbs.h).
 #include "tests/softroce/probe/hold_verbs.h"
 
+#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -134,10 +135,14 @@ void HoldVerbs::PauseIfArmed(uint32_t qp_num) {
   paused_ = true;
   paused_qp_num_ = qp_num;
   cv_.SignalAll();
-  // Bounded: one wait per wakeup, at most pause_ns_max in all (a wakeup
-  // before the release is the test's WaitPaused signal or a spurious one).
-  const uint64_t slices = 1000;
-  for (uint64_t i = 0; i < slices && paused_; ++i) (void)cv_.WaitFor(&mu_, pause_ns_max_ / slices);
+  // Bounded by pause_ns_max in all, whatever wakes it meanwhile (the test's
+  // WaitPaused signal, a spurious wakeup).
+  const auto end = std::chrono::steady_clock::now() + std::chrono::nanoseconds(pause_ns_max_);
+  for (auto now = std::chrono::steady_clock::now(); paused_ && now < end;
+       now = std::chrono::steady_clock::now())
+    (void)cv_.WaitFor(&mu_,
+                      static_cast<uint64_t>(
+                          std::chrono::duration_cast<std::chrono::nanoseconds>(end - now).count()));
   paused_ = false;
 }
 

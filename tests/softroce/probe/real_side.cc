@@ -3,13 +3,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <filesystem>
 #include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "engine/handles.h"
 #include "engine/runtime_threads.h"
 #include "hal/ibverbs/ibverbs.h"
@@ -33,30 +31,6 @@ std::vector<std::string> RdmaDevices() {
     out.push_back(d.path().filename().string());
   std::sort(out.begin(), out.end());
   return out;
-}
-
-absl::StatusOr<base::Mutations> MutationsFromEnv() {
-  base::Mutations m;
-  const char* env = std::getenv("FERRY_MUTATION");
-  if (env == nullptr || *env == '\0') return m;
-  for (absl::string_view want : absl::StrSplit(env, ',')) {
-    bool found = false;
-    for (uint32_t i = 0; i < static_cast<uint32_t>(base::Mutation::kCount); ++i) {
-      const auto mu = static_cast<base::Mutation>(i);
-      if (std::string(base::MutationName(mu)) != want) continue;
-      found = true;
-#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
-      m.Enable(mu);
-#else
-      return absl::InvalidArgumentError(absl::StrCat(
-          "FERRY_MUTATION=", env, ": this binary is built without mutations (use the _mut one)"));
-#endif
-    }
-    if (!found)
-      return absl::InvalidArgumentError(absl::StrCat("FERRY_MUTATION=", env, ": no such mutation ",
-                                                     std::string(want), " (base/mutation.h)"));
-  }
-  return m;
 }
 
 absl::StatusOr<std::unique_ptr<Side>> StartSide(const std::string& device, EngineConfig config,

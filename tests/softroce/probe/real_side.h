@@ -32,10 +32,6 @@ namespace ferry::probe {
 
 // The devices of this machine (/sys/class/infiniband), sorted.
 std::vector<std::string> RdmaDevices();
-// The switches named by FERRY_MUTATION (comma-separated) in a build with
-// mutations compiled in; an unknown name, or any name in a build without
-// them, is an error.
-absl::StatusOr<base::Mutations> MutationsFromEnv();
 
 struct Side {
   std::unique_ptr<hal::Verbs> ib;
