@@ -76,6 +76,11 @@ enum class Mutation : uint32_t {
   kEngineResumeDropsOtherLedgers,  // engine: an owner resuming one context drops the CQ ledgers
                                    // of every other context's CQs but their current ones (a
                                    // parked context's old CQs lose theirs)
+  kEngineAuthAcceptBadProof,       // engine: a PROOF opens a session without checking its HMAC
+  kEngineAuthNoReplayWindow,       // engine: an authenticated DATA is delivered whatever its seq
+  kEngineAuthIgnoreAllowlist,      // engine: a message from a host outside the allowlist is read
+  kEngineExposeToAllPeers,         // engine: the listener ignores a range's peer set
+  kEngineC8NoRemoteAccessCheck,    // engine: Submit does not check a remote range's access
   kCount,
 };
 
@@ -191,6 +196,16 @@ inline std::string_view MutationName(Mutation m) {
       return "engine_c7_drop_failed_bring_up";
     case Mutation::kEngineResumeDropsOtherLedgers:
       return "engine_resume_drops_other_ledgers";
+    case Mutation::kEngineAuthAcceptBadProof:
+      return "engine_auth_accept_bad_proof";
+    case Mutation::kEngineAuthNoReplayWindow:
+      return "engine_auth_no_replay_window";
+    case Mutation::kEngineAuthIgnoreAllowlist:
+      return "engine_auth_ignore_allowlist";
+    case Mutation::kEngineExposeToAllPeers:
+      return "engine_expose_to_all_peers";
+    case Mutation::kEngineC8NoRemoteAccessCheck:
+      return "engine_c8_no_remote_access_check";
     case Mutation::kCount:
       break;
   }

@@ -132,9 +132,47 @@ absl::Status CheckQpAndDevice(const EngineConfig& c) {
   return absl::OkStatus();
 }
 
+bool PrintableId(std::string_view s) {
+  if (s.empty() || s.size() > 128) return false;
+  for (char ch : s)
+    if (ch < 0x21 || ch > 0x7e) return false;
+  return true;
+}
+
+// Control-plane authentication (docs/security.md).
+absl::Status CheckAuth(const AuthConfig& a) {
+  using Mode = AuthConfig::Mode;
+  if (a.mode != Mode::kOff && a.mode != Mode::kSharedSecret)
+    return Bad("auth.mode = %u: kOff or kSharedSecret", static_cast<uint32_t>(a.mode));
+  if (!a.identity.empty() && !PrintableId(a.identity))
+    return Bad("auth.identity: 1..128 printable ASCII bytes without space");
+  if (a.sessions_max == 0 || a.pending_max == 0)
+    return Bad("auth.sessions_max and auth.pending_max must be >= 1");
+  for (const std::string& h : a.allowlist)
+    if (h.empty()) return Bad("auth.allowlist: an empty host");
+  if (a.mode == Mode::kOff) {
+    if (!a.secret.empty() || !a.peer_secrets.empty())
+      return Bad("auth.secret or auth.peer_secrets set with auth.mode kOff (nothing would use it)");
+    return absl::OkStatus();
+  }
+  if (a.secret.empty() && a.peer_secrets.empty())
+    return Bad("auth.mode kSharedSecret without auth.secret or auth.peer_secrets");
+  if (!a.secret.empty() && a.secret.size() < kAuthSecretBytesMin)
+    return Bad("auth.secret has %u bytes: at least %u", a.secret.size(), kAuthSecretBytesMin);
+  for (const PeerSecret& p : a.peer_secrets) {
+    if (!PrintableId(p.identity))
+      return Bad("auth.peer_secrets: identity '%s' is not 1..128 printable bytes", p.identity);
+    if (p.secret.size() < kAuthSecretBytesMin)
+      return Bad("auth.peer_secrets[%s]: secret has %u bytes, at least %u", p.identity,
+                 p.secret.size(), kAuthSecretBytesMin);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status EngineConfig::Validate() const {
+  FERRY_RETURN_IF_ERROR(CheckAuth(auth));
   FERRY_RETURN_IF_ERROR(CheckQueues(*this));
   FERRY_RETURN_IF_ERROR(CheckSizes(*this));
   FERRY_RETURN_IF_ERROR(CheckRetriesAndTimers(*this));
@@ -167,6 +205,18 @@ std::string_view OpKindName(OpKind k) {
       return "READ";
     case OpKind::kWrite:
       return "WRITE";
+  }
+  return "?";
+}
+
+std::string_view RemoteAccessName(RemoteAccess a) {
+  switch (a) {
+    case RemoteAccess::kRead:
+      return "read-only";
+    case RemoteAccess::kWrite:
+      return "write-only";
+    case RemoteAccess::kReadWrite:
+      return "read-write";
   }
   return "?";
 }

@@ -272,10 +272,8 @@ std::optional<Context::Published> Context::published() const {
 absl::Status Context::RegisterRecorded() {
   for (auto& [id, r] : regions_) {
     FERRY_CHECK(!r.mr.held());
-    FERRY_ASSIGN_OR_RETURN(
-        hal::MrInfo info,
-        verbs_->RegMr(pd_.get(), r.addr, r.len_bytes,
-                      hal::kAccessLocalWrite | hal::kAccessRemoteWrite | hal::kAccessRemoteRead));
+    FERRY_ASSIGN_OR_RETURN(hal::MrInfo info,
+                           verbs_->RegMr(pd_.get(), r.addr, r.len_bytes, r.access));
     r.mr = OwnedMr(verbs_, info.mr, ledger_);
     r.keys = RegionKeys{info.lkey, info.rkey};
   }
@@ -323,7 +321,8 @@ absl::Status Context::RecreateCq(uint32_t worker, uint32_t i) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<RegionKeys> Context::RegisterRegion(uint64_t region, void* addr, size_t len_bytes) {
+absl::StatusOr<RegionKeys> Context::RegisterRegion(uint64_t region, void* addr, size_t len_bytes,
+                                                   uint32_t access) {
   base::MutexLock l(&mu_);
   FERRY_CHECK(regions_.find(region) == regions_.end());
   if (!reg_pd_.valid()) {
@@ -332,15 +331,14 @@ absl::StatusOr<RegionKeys> Context::RegisterRegion(uint64_t region, void* addr, 
     Region& r = regions_[region];
     r.addr = addr;
     r.len_bytes = len_bytes;
+    r.access = access;
     return r.keys;
   }
-  FERRY_ASSIGN_OR_RETURN(
-      hal::MrInfo info,
-      verbs_->RegMr(reg_pd_, addr, len_bytes,
-                    hal::kAccessLocalWrite | hal::kAccessRemoteWrite | hal::kAccessRemoteRead));
+  FERRY_ASSIGN_OR_RETURN(hal::MrInfo info, verbs_->RegMr(reg_pd_, addr, len_bytes, access));
   Region& r = regions_[region];
   r.addr = addr;
   r.len_bytes = len_bytes;
+  r.access = access;
   r.mr = OwnedMr(verbs_, info.mr, ledger_);
   r.keys = RegionKeys{info.lkey, info.rkey};
   return r.keys;

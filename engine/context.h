@@ -52,12 +52,22 @@
 #include "engine/gid_select.h"
 #include "engine/handles.h"
 #include "ferry/config.h"
+#include "ferry/types.h"
 #include "hal/types.h"
 #include "hal/verbs.h"
 
 namespace ferry::engine {
 
 // Keys of one registered region on one context.
+// The MR access flags of a range offered with `access`: local write (the
+// engine's READs land there) plus exactly the remote operations allowed.
+inline uint32_t MrAccessFor(RemoteAccess access) {
+  uint32_t f = hal::kAccessLocalWrite;
+  if (AllowsRead(access)) f |= hal::kAccessRemoteRead;
+  if (AllowsWrite(access)) f |= hal::kAccessRemoteWrite;
+  return f;
+}
+
 struct RegionKeys {
   uint32_t lkey = 0;
   uint32_t rkey = 0;
@@ -190,8 +200,10 @@ class Context {
   // Registers [addr, addr+len) under `region` (any thread). On failure
   // nothing stays registered. While the context is down (see above) the
   // region is recorded without an MR (keys 0; KeysOf says kUnavailable)
-  // and the next successful Enable registers it.
-  absl::StatusOr<RegionKeys> RegisterRegion(uint64_t region, void* addr, size_t len_bytes);
+  // and the next successful Enable registers it. `access`: the MR's
+  // access flags (hal::AccessFlags), exactly what is registered.
+  absl::StatusOr<RegionKeys> RegisterRegion(uint64_t region, void* addr, size_t len_bytes,
+                                            uint32_t access);
   // Deregisters `region`; kNotFound if unknown. On a failed dereg the MR
   // stays in the table.
   absl::Status DeregisterRegion(uint64_t region);
@@ -202,6 +214,7 @@ class Context {
   struct Region {
     void* addr = nullptr;
     size_t len_bytes = 0;
+    uint32_t access = 0;
     OwnedMr mr;
     RegionKeys keys;
   };

@@ -6,58 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/handshake.h"
+#include "engine/wire_bytes.h"
 
 namespace ferry::engine {
-
-namespace {
-class Writer {
- public:
-  void Le(uint64_t v, int n) {
-    for (int i = 0; i < n; ++i) out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
-  }
-  void Str(const std::string& s) {
-    const size_t n = std::min(s.size(), kDescStringBytesMax);
-    Le(n, 2);
-    out_.insert(out_.end(), s.begin(), s.begin() + static_cast<ptrdiff_t>(n));
-  }
-  std::vector<uint8_t> Take() { return std::move(out_); }
-
- private:
-  std::vector<uint8_t> out_;
-};
-
-class Reader {
- public:
-  explicit Reader(absl::Span<const uint8_t> in) : in_(in) {}
-  bool ok() const { return ok_; }
-  bool done() const { return pos_ == in_.size(); }
-  uint64_t Le(int n) {
-    if (!ok_ || in_.size() - pos_ < static_cast<size_t>(n)) {
-      ok_ = false;
-      return 0;
-    }
-    uint64_t v = 0;
-    for (int i = 0; i < n; ++i) v |= uint64_t{in_[pos_ + i]} << (8 * i);
-    pos_ += static_cast<size_t>(n);
-    return v;
-  }
-  std::string Str() {
-    const size_t n = Le(2);
-    if (!ok_ || n > kDescStringBytesMax || in_.size() - pos_ < n) {
-      ok_ = false;
-      return {};
-    }
-    std::string s(reinterpret_cast<const char*>(in_.data() + pos_), n);
-    pos_ += n;
-    return s;
-  }
-
- private:
-  absl::Span<const uint8_t> in_;
-  size_t pos_ = 0;
-  bool ok_ = true;
-};
-}  // namespace
 
 bool IsDescriptorMessage(absl::Span<const uint8_t> bytes) {
   if (bytes.size() < 4) return false;
@@ -67,20 +18,20 @@ bool IsDescriptorMessage(absl::Span<const uint8_t> bytes) {
 }
 
 std::vector<uint8_t> EncodeDesc(const DescMessage& m) {
-  Writer w;
+  WireWriter w;
   w.Le(kDescMagic, 4);
   w.Le(kDescVersion, 2);
   w.Le(static_cast<uint8_t>(m.type), 1);
   w.Le(m.token, 8);
   if (m.type == DescType::kRep) {
     const SegmentDescriptor& d = m.descriptor;
-    w.Str(d.address);
+    w.Str(d.address, kDescStringBytesMax);
     w.Le(d.incarnation, 8);
     w.Le(d.version, 8);
     const size_t ndev = std::min(d.devices.size(), kDescDevicesMax);
     w.Le(ndev, 2);
     for (size_t i = 0; i < ndev; ++i) {
-      w.Str(d.devices[i].name);
+      w.Str(d.devices[i].name, kDescStringBytesMax);
       for (uint8_t b : d.devices[i].gid) w.Le(b, 1);
       w.Le(d.devices[i].lid, 2);
     }
@@ -90,10 +41,13 @@ std::vector<uint8_t> EncodeDesc(const DescMessage& m) {
       const BufferDescriptor& b = d.buffers[i];
       w.Le(b.addr, 8);
       w.Le(b.length_bytes, 8);
+      w.Le(static_cast<uint8_t>(b.access), 1);
       const size_t nk = std::min(b.rkeys.size(), kDescDevicesMax);
       w.Le(nk, 2);
       for (size_t k = 0; k < nk; ++k) w.Le(b.rkeys[k], 4);
     }
+  } else if (m.type == DescType::kRefused) {
+    w.Str(m.reason, kDescStringBytesMax);
   }
   return w.Take();
 }
@@ -103,19 +57,19 @@ absl::StatusOr<DescMessage> DecodeDesc(absl::Span<const uint8_t> bytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("descriptor message rejected: ", std::string(why)));
   };
-  Reader r(bytes);
+  WireReader r(bytes);
   if (r.Le(4) != kDescMagic || !r.ok()) return bad("magic");
   const uint64_t version = r.Le(2);
   if (!r.ok()) return bad("truncated header");
   if (version != kDescVersion) return bad(absl::StrCat("version ", version));
   const uint64_t type = r.Le(1);
-  if (type != 1 && type != 2) return bad(absl::StrCat("type ", type));
+  if (type < 1 || type > 3) return bad(absl::StrCat("type ", type));
   DescMessage m;
   m.type = static_cast<DescType>(type);
   m.token = r.Le(8);
   if (m.type == DescType::kRep) {
     SegmentDescriptor& d = m.descriptor;
-    d.address = r.Str();
+    d.address = r.Str(kDescStringBytesMax);
     d.incarnation = r.Le(8);
     d.version = r.Le(8);
     const uint64_t ndev = r.Le(2);
@@ -125,7 +79,7 @@ absl::StatusOr<DescMessage> DecodeDesc(absl::Span<const uint8_t> bytes) {
     if (ndev == 0 && r.ok()) return bad("no device");
     for (uint64_t i = 0; i < ndev && r.ok(); ++i) {
       DeviceDescriptor dev;
-      dev.name = r.Str();
+      dev.name = r.Str(kDescStringBytesMax);
       if (r.ok() && !NicNameCarriable(dev.name)) return bad("device name");
       for (uint8_t& b : dev.gid) b = static_cast<uint8_t>(r.Le(1));
       dev.lid = static_cast<uint16_t>(r.Le(2));
@@ -137,11 +91,16 @@ absl::StatusOr<DescMessage> DecodeDesc(absl::Span<const uint8_t> bytes) {
       BufferDescriptor b;
       b.addr = r.Le(8);
       b.length_bytes = r.Le(8);
+      const uint64_t access = r.Le(1);
+      if (r.ok() && (access < 1 || access > 3)) return bad("buffer access");
+      b.access = static_cast<RemoteAccess>(access);
       const uint64_t nk = r.Le(2);
       if (nk > kDescDevicesMax) return bad("too many rkeys");
       for (uint64_t k = 0; k < nk && r.ok(); ++k) b.rkeys.push_back(static_cast<uint32_t>(r.Le(4)));
       d.buffers.push_back(std::move(b));
     }
+  } else if (m.type == DescType::kRefused) {
+    m.reason = r.Str(kDescStringBytesMax);
   }
   if (!r.ok()) return bad("truncated");
   if (!r.done()) return bad("trailing bytes");

@@ -6,12 +6,16 @@
 // listener tells them apart by the first four bytes (IsDescriptorMessage).
 //
 // Wire format, little-endian, byte by byte:
-//   u32 magic 0x43534446 ("FDSC"), u16 version 1, u8 type (1 REQ, 2 REP),
-//   u64 token, then for REP only: str address, u64 incarnation,
-//   u64 version, u16 device count (<= kDescDevicesMax) x {str name,
-//   u8[16] gid, u16 lid}, u32 buffer count (<= kDescBuffersMax) x {u64
-//   addr, u64 length, u16 rkey count (<= kDescDevicesMax) x u32 rkey}.
-//   str = u16 length (<= kDescStringBytesMax) + bytes.
+//   u32 magic 0x43534446 ("FDSC"), u16 version 2, u8 type (1 REQ, 2 REP,
+//   3 REFUSED), u64 token, then for REP only: str address, u64
+//   incarnation, u64 version, u16 device count (<= kDescDevicesMax) x {str
+//   name, u8[16] gid, u16 lid}, u32 buffer count (<= kDescBuffersMax) x
+//   {u64 addr, u64 length, u8 access (RemoteAccess: 1 read, 2 write, 3
+//   both), u16 rkey count (<= kDescDevicesMax) x u32 rkey}; for REFUSED
+//   only: str reason (the listener offers this peer nothing, docs/
+//   security.md). str = u16 length (<= kDescStringBytesMax) + bytes.
+//   Version 1 (no access byte, no REFUSED) is not accepted: it cannot say
+//   a range is read-only.
 //
 // What must stay true: Decode is strict and total (truncated, oversized,
 // trailing bytes, wrong magic/version/type: kInvalidArgument, never a
@@ -31,17 +35,18 @@
 namespace ferry::engine {
 
 inline constexpr uint32_t kDescMagic = 0x43534446u;
-inline constexpr uint16_t kDescVersion = 1;
+inline constexpr uint16_t kDescVersion = 2;
 inline constexpr size_t kDescStringBytesMax = 256;
 inline constexpr size_t kDescDevicesMax = 64;
 inline constexpr size_t kDescBuffersMax = 4096;
 
-enum class DescType : uint8_t { kReq = 1, kRep = 2 };
+enum class DescType : uint8_t { kReq = 1, kRep = 2, kRefused = 3 };
 
 struct DescMessage {
   DescType type = DescType::kReq;
   uint64_t token = 0;            // the requester's open token
   SegmentDescriptor descriptor;  // REP only
+  std::string reason;            // REFUSED only
 };
 
 // True when `bytes` starts with the descriptor magic.

@@ -68,9 +68,21 @@ absl::Status ShutdownOnce(EngineImpl* impl, uint64_t timeout_ns) {
 }
 }  // namespace
 
+namespace {
+EngineEnv WithNet(EngineEnv env, hal::ControlNet* net) {
+  env.control_net = net;
+  return env;
+}
+}  // namespace
+
 EngineImpl::EngineImpl(const EngineConfig& config, const EngineEnv& env,
                        const base::Mutations* mutations, engine::LifecycleObserver* observer)
-    : config_(config), env_(env), mutations_(mutations), observer_(observer) {}
+    : config_(config),
+      auth_net_(std::make_unique<engine::auth::AuthNet>(env.control_net, config.auth, env.entropy,
+                                                        mutations)),
+      env_(WithNet(env, auth_net_.get())),
+      mutations_(mutations),
+      observer_(observer) {}
 
 EngineImpl::~EngineImpl() {
   listener_.reset();
@@ -192,9 +204,12 @@ void EngineImpl::BuildListener() {
   le.net = env_.control_net;
   le.workers = raw;
   le.nics = nics;
-  le.local_descriptor = [this] { return LocalSegment(); };
+  le.descriptor_for = [this](const std::string& identity) { return DescriptorFor(identity); };
   le.descriptor_arrived = [this](uint64_t t, const SegmentDescriptor& d) {
     DescriptorArrived(t, d);
+  };
+  le.descriptor_refused = [this](uint64_t t, const std::string& from, const std::string& why) {
+    DescriptorRefused(t, from, why);
   };
   le.wake = [this](uint32_t w) { Wake(w); };
   le.tick = [this] { RefetchTick(); };
@@ -204,8 +219,10 @@ void EngineImpl::BuildListener() {
 }
 
 // ------------------------------------------------------------------ memory
-absl::Status EngineImpl::RegisterMemory(void* addr, size_t len_bytes) {
+absl::Status EngineImpl::RegisterMemory(void* addr, size_t len_bytes,
+                                        const MemoryOptions& options) {
   const uint64_t a = reinterpret_cast<uint64_t>(addr);
+  FERRY_RETURN_IF_ERROR(ValidateMemoryOptions(options));
   if (addr == nullptr) return absl::InvalidArgumentError("RegisterMemory: null address");
   if (len_bytes == 0) return absl::InvalidArgumentError("RegisterMemory: zero length");
   if (a + len_bytes < a) return absl::InvalidArgumentError("RegisterMemory: range overflows");
@@ -216,14 +233,14 @@ absl::Status EngineImpl::RegisterMemory(void* addr, size_t len_bytes) {
     return absl::AlreadyExistsError("RegisterMemory: overlaps a registered range");
   const uint64_t id = next_region_++;
   for (size_t i = 0; i < contexts_.size(); ++i) {
-    auto k = contexts_[i]->RegisterRegion(id, addr, len_bytes);
+    auto k = contexts_[i]->RegisterRegion(id, addr, len_bytes, engine::MrAccessFor(options.access));
     if (!k.ok()) {
       for (size_t j = 0; j < i; ++j) (void)contexts_[j]->DeregisterRegion(id);
       FERRY_CHECK(mr_ranges_.Remove(a).ok());
       return k.status();
     }
   }
-  regions_[a] = Region{id, a, len_bytes};
+  regions_[a] = Region{id, a, len_bytes, options.access, options.peers};
   ++version_;
   return absl::OkStatus();
 }
@@ -248,6 +265,10 @@ absl::Status EngineImpl::UnregisterMemory(void* addr) {
 
 SegmentDescriptor EngineImpl::LocalSegment() const {
   base::MutexLock l(&mu_);
+  return BuildDescriptor(nullptr);
+}
+
+SegmentDescriptor EngineImpl::BuildDescriptor(const std::string* peer) const {
   SegmentDescriptor d;
   d.address = env_.control_net->LocalAddress();
   d.incarnation = incarnation_;
@@ -266,10 +287,16 @@ SegmentDescriptor EngineImpl::LocalSegment() const {
     d.devices.push_back(std::move(dd));
     up.push_back(c.get());
   }
+  const bool expose_all =
+      mutations_ != nullptr && mutations_->on(base::Mutation::kEngineExposeToAllPeers);
   for (const auto& [start, r] : regions_) {
+    if (peer != nullptr && !r.peers.empty() && !expose_all &&
+        std::find(r.peers.begin(), r.peers.end(), *peer) == r.peers.end())
+      continue;  // not offered to this peer: no rkey of it leaves
     BufferDescriptor b;
     b.addr = r.addr;
     b.length_bytes = r.len_bytes;
+    b.access = r.access;
     for (const engine::Context* c : up) {
       auto k = c->KeysOf(r.id);
       b.rkeys.push_back(k.ok() ? k->rkey : 0);
@@ -335,7 +362,8 @@ void EngineImpl::DescriptorArrived(uint64_t token, const SegmentDescriptor& d) {
       case engine::RefetchAnswer::kApply: {
         engine::RangeSet rs;
         for (size_t i = 0; i < d.buffers.size(); ++i)  // as in PollOpenSegment
-          (void)rs.Add(d.buffers[i].addr, d.buffers[i].length_bytes, i);
+          (void)rs.Add(d.buffers[i].addr, d.buffers[i].length_bytes, i,
+                       static_cast<uint32_t>(d.buffers[i].access));
         segment_ranges_[segment] = std::move(rs);
         ps.descriptor = d;
         ps.stale = false;
@@ -482,10 +510,16 @@ absl::StatusOr<std::optional<SegmentHandle>> EngineImpl::PollOpenSegment(OpenTok
       // Overlapping or empty buffers are left out; the tag is the buffer's
       // index (RouteOf takes its rkeys by it).
       for (size_t i = 0; i < o.descriptor->buffers.size(); ++i)
-        (void)rs.Add(o.descriptor->buffers[i].addr, o.descriptor->buffers[i].length_bytes, i);
+        (void)rs.Add(o.descriptor->buffers[i].addr, o.descriptor->buffers[i].length_bytes, i,
+                     static_cast<uint32_t>(o.descriptor->buffers[i].access));
       segments_[id].descriptor = std::move(*o.descriptor);
       opens_.erase(it);
       return std::optional<SegmentHandle>(SegmentHandle{id});
+    }
+    if (o.refused.has_value()) {
+      const std::string why = *o.refused;
+      opens_.erase(it);
+      return absl::PermissionDeniedError(why);
     }
     const uint64_t now = env_.clock->NowNs();
     if (now >= o.deadline_ns) {
@@ -542,7 +576,7 @@ absl::StatusOr<SegmentInfo> EngineImpl::GetSegmentInfo(SegmentHandle segment) co
   info.incarnation = ps.descriptor.incarnation;
   info.version = ps.descriptor.version;
   for (const BufferDescriptor& b : ps.descriptor.buffers)
-    info.buffers.push_back(BufferRange{b.addr, b.length_bytes});
+    info.buffers.push_back(BufferRange{b.addr, b.length_bytes, b.access});
   info.stale = ps.stale;
   info.refetch_in_flight = ps.refetch_token != 0;
   info.refetches_started = ps.refetches_started;
@@ -655,7 +689,8 @@ SubmitResult EngineImpl::Submit(BatchId batch, absl::Span<const Request> request
           auto it = segment_ranges_.find(h.id);
           return it == segment_ranges_.end() ? nullptr : &it->second;
         },
-        config_.request_bytes_max, b.capacity - b.tasks.size());
+        config_.request_bytes_max, b.capacity - b.tasks.size(),
+        mutations_ == nullptr || !mutations_->on(base::Mutation::kEngineC8NoRemoteAccessCheck));
     size_t enqueue = requests.size();
     if (!v.all_ok) {
       out.per_request = std::move(v.per_request);
@@ -872,6 +907,12 @@ std::string Engine::ControlAddress() const { return impl_->env().control_net->Lo
 absl::Status Engine::RegisterMemory(void* addr, size_t len_bytes) {
   return impl_->RegisterMemory(addr, len_bytes);
 }
+
+absl::Status Engine::RegisterMemory(void* addr, size_t len_bytes, const MemoryOptions& options) {
+  return impl_->RegisterMemory(addr, len_bytes, options);
+}
+
+AuthStats Engine::GetAuthStats() const { return impl_->GetAuthStats(); }
 absl::Status Engine::UnregisterMemory(void* addr) { return impl_->UnregisterMemory(addr); }
 SegmentDescriptor Engine::LocalSegment() const { return impl_->LocalSegment(); }
 absl::StatusOr<OpenToken> Engine::OpenSegmentAsync(std::string_view host_port) {

@@ -36,6 +36,7 @@
 #include "base/mutation.h"
 #include "base/mutex.h"
 #include "engine/async_events.h"
+#include "engine/auth/auth_net.h"
 #include "engine/context.h"
 #include "engine/handles.h"
 #include "engine/listener.h"
@@ -72,9 +73,17 @@ class EngineImpl {
   void set_wake(std::function<void(uint32_t)> wake) { wake_ = std::move(wake); }
 
   // ---- API (any thread)
-  absl::Status RegisterMemory(void* addr, size_t len_bytes);
+  absl::Status RegisterMemory(void* addr, size_t len_bytes, const MemoryOptions& options = {});
   absl::Status UnregisterMemory(void* addr);
   SegmentDescriptor LocalSegment() const;
+  // What a descriptor request of the peer `identity` is answered with
+  // (engine_security.cc): the buffers offered to it, or std::nullopt (a
+  // refusal) when memory is registered but none of it is offered to it.
+  std::optional<SegmentDescriptor> DescriptorFor(const std::string& identity);
+  AuthStats GetAuthStats() const;
+  // kInvalidArgument for an access outside RemoteAccess or a malformed
+  // peer identity (engine_security.cc).
+  static absl::Status ValidateMemoryOptions(const MemoryOptions& options);
   absl::StatusOr<OpenToken> OpenSegmentAsync(std::string_view host_port);
   absl::StatusOr<std::optional<SegmentHandle>> PollOpenSegment(OpenToken token);
   absl::Status CloseSegment(SegmentHandle segment);
@@ -129,6 +138,8 @@ class EngineImpl {
     uint64_t id = 0;
     uint64_t addr = 0;
     uint64_t len_bytes = 0;
+    RemoteAccess access = RemoteAccess::kReadWrite;
+    std::vector<std::string> peers;  // empty = offered to every peer
   };
   // A user's OpenSegmentAsync (segment == 0, resent by PollOpenSegment) or
   // a background refetch of open segment `segment` (resent by RefetchTick).
@@ -137,6 +148,7 @@ class EngineImpl {
     uint64_t deadline_ns = 0;
     uint64_t last_send_ns = 0;
     std::optional<SegmentDescriptor> descriptor;
+    std::optional<std::string> refused;  // the peer's refusal, for the user
     uint64_t segment = 0;
     uint32_t sends = 0;
   };
@@ -164,6 +176,8 @@ class EngineImpl {
   std::shared_ptr<engine::TaskRoute> RouteOf(const Request& r, uint32_t index, uint64_t now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DescriptorArrived(uint64_t token, const SegmentDescriptor& d);
+  // A peer refused our descriptor request `token` (engine_security.cc).
+  void DescriptorRefused(uint64_t token, const std::string& from, const std::string& reason);
   // Owner callback (WorkerEnv::remote_access_error): marks the segment
   // stale and starts its refetch unless one is in flight. Never blocks.
   void RemoteAccessError(uint32_t worker, uint64_t segment, uint64_t version);
@@ -175,11 +189,19 @@ class EngineImpl {
   void SendDescReq(const std::string& address, uint64_t token) const;
   // Remembers an ended refetch's token, so a late answer of it is counted.
   void NoteRefetchEnded(uint64_t token) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The local descriptor; with `peer` set, only the buffers offered to
+  // that identity (every buffer under kEngineExposeToAllPeers).
+  SegmentDescriptor BuildDescriptor(const std::string* peer) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Wake(uint32_t w) {
     if (wake_) wake_(w);
   }
 
   const EngineConfig config_;
+  // The engine's control network: env.control_net behind the
+  // authenticating decorator (engine/auth/auth_net.h); env_.control_net
+  // points at it. Declared before env_, which is built from it.
+  std::unique_ptr<engine::auth::AuthNet> auth_net_;
   const EngineEnv env_;
   const base::Mutations* const mutations_;
   uint64_t incarnation_ = 0;
@@ -207,6 +229,7 @@ class EngineImpl {
   static constexpr size_t kEndedRefetchesMax = 64;
   std::set<uint64_t> ended_refetches_ ABSL_GUARDED_BY(mu_);
   uint64_t late_refetch_answers_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t descriptor_refusals_ ABSL_GUARDED_BY(mu_) = 0;
   // C8 lookups: registered local ranges and each open segment's buffers.
   engine::RangeSet mr_ranges_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, engine::RangeSet> segment_ranges_ ABSL_GUARDED_BY(mu_);

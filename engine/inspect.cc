@@ -24,9 +24,12 @@ SteppedEngine::SteppedEngine(std::unique_ptr<EngineImpl> impl) : impl_(std::move
 SteppedEngine::~SteppedEngine() = default;
 
 // ---- API
-absl::Status SteppedEngine::RegisterMemory(void* addr, size_t len_bytes) {
-  return impl_->RegisterMemory(addr, len_bytes);
+absl::Status SteppedEngine::RegisterMemory(void* addr, size_t len_bytes,
+                                           const MemoryOptions& options) {
+  return impl_->RegisterMemory(addr, len_bytes, options);
 }
+
+AuthStats SteppedEngine::GetAuthStats() const { return impl_->GetAuthStats(); }
 absl::Status SteppedEngine::UnregisterMemory(void* addr) { return impl_->UnregisterMemory(addr); }
 SegmentDescriptor SteppedEngine::LocalSegment() const { return impl_->LocalSegment(); }
 absl::StatusOr<OpenToken> SteppedEngine::OpenSegmentAsync(std::string_view host_port) {

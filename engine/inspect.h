@@ -87,7 +87,8 @@ class SteppedEngine {
   SteppedEngine& operator=(const SteppedEngine&) = delete;
 
   // ---- the public API (include/ferry/engine.h has each contract)
-  absl::Status RegisterMemory(void* addr, size_t len_bytes);
+  absl::Status RegisterMemory(void* addr, size_t len_bytes, const MemoryOptions& options = {});
+  AuthStats GetAuthStats() const;
   absl::Status UnregisterMemory(void* addr);
   SegmentDescriptor LocalSegment() const;
   absl::StatusOr<OpenToken> OpenSegmentAsync(std::string_view host_port);

@@ -8,6 +8,32 @@
 
 namespace ferry::engine {
 
+void Listener::OnDescriptor(const hal::Message& msg, const DescMessage& d) {
+  switch (d.type) {
+    case DescType::kReq: {
+      const std::string& who = msg.identity.empty() ? msg.from : msg.identity;
+      std::optional<SegmentDescriptor> offered = env_.descriptor_for(who);
+      DescMessage rep;
+      rep.token = d.token;
+      if (offered.has_value()) {
+        rep.type = DescType::kRep;
+        rep.descriptor = std::move(*offered);
+      } else {
+        rep.type = DescType::kRefused;
+        rep.reason = "no registered memory is offered to identity " + who;
+      }
+      (void)env_.net->Send(msg.from, EncodeDesc(rep));
+      return;
+    }
+    case DescType::kRep:
+      env_.descriptor_arrived(d.token, d.descriptor);
+      return;
+    case DescType::kRefused:
+      if (env_.descriptor_refused) env_.descriptor_refused(d.token, msg.from, d.reason);
+      return;
+  }
+}
+
 size_t Listener::Step(size_t max, uint64_t first_wait_ns) {
   if (env_.tick) env_.tick();
   size_t n = 0;
@@ -21,15 +47,7 @@ size_t Listener::Step(size_t max, uint64_t first_wait_ns) {
         ++rejected_;
         continue;
       }
-      if (d->type == DescType::kReq) {
-        DescMessage rep;
-        rep.type = DescType::kRep;
-        rep.token = d->token;
-        rep.descriptor = env_.local_descriptor();
-        (void)env_.net->Send(msg.from, EncodeDesc(rep));
-      } else {
-        env_.descriptor_arrived(d->token, d->descriptor);
-      }
+      OnDescriptor(msg, *d);
       continue;
     }
     auto decoded = DecodeHandshake(msg.bytes);

@@ -12,7 +12,9 @@
 // a verbs call: it only pushes to inboxes (C5). A message that fails to
 // decode (engine/handshake.h is strict), or whose sender NIC path does not
 // name the control-network address it came from, is dropped and counted
-// without touching any endpoint (C8).
+// without touching any endpoint (C8). A descriptor request is answered
+// with what is offered to its sender's identity (Message::identity when
+// authenticated, else its address) or with a refusal (docs/security.md).
 #ifndef FERRY_ENGINE_LISTENER_H_
 #define FERRY_ENGINE_LISTENER_H_
 
@@ -34,8 +36,11 @@ struct ListenerEnv {
   hal::ControlNet* net = nullptr;
   std::vector<Worker*> workers;
   std::vector<std::string> nics;  // local device names, by context index
-  std::function<SegmentDescriptor()> local_descriptor;
+  // The descriptor offered to a peer identity; std::nullopt = refuse it.
+  std::function<std::optional<SegmentDescriptor>(const std::string& identity)> descriptor_for;
   std::function<void(uint64_t token, const SegmentDescriptor&)> descriptor_arrived;
+  std::function<void(uint64_t token, const std::string& from, const std::string& reason)>
+      descriptor_refused;
   std::function<void(uint32_t worker)> wake;  // runtime hook; may be empty
   // Run at the start of every Step; must not block. May be empty.
   std::function<void()> tick;
@@ -60,6 +65,8 @@ class Listener {
   }
 
  private:
+  void OnDescriptor(const hal::Message& msg, const DescMessage& d);
+
   ListenerEnv env_;
   uint64_t rejected_ = 0;
 };

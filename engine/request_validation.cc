@@ -19,7 +19,7 @@ bool Wraps(uint64_t addr, uint64_t len) {
 
 }  // namespace
 
-absl::Status RangeSet::Add(uint64_t addr, uint64_t length_bytes, uint64_t tag) {
+absl::Status RangeSet::Add(uint64_t addr, uint64_t length_bytes, uint64_t tag, uint32_t flags) {
   if (length_bytes == 0) return absl::InvalidArgumentError("range of zero length");
   if (Wraps(addr, length_bytes))
     return absl::InvalidArgumentError(
@@ -35,7 +35,7 @@ absl::Status RangeSet::Add(uint64_t addr, uint64_t length_bytes, uint64_t tag) {
       return absl::AlreadyExistsError(
           absl::StrFormat("range [0x%x, 0x%x) overlaps the one at 0x%x", addr, end, prev->first));
   }
-  ranges_.emplace(addr, Entry{length_bytes, tag});
+  ranges_.emplace(addr, Entry{length_bytes, tag, flags});
   return absl::OkStatus();
 }
 
@@ -50,7 +50,7 @@ std::optional<Range> RangeSet::Covering(uint64_t addr) const {
   if (it == ranges_.begin()) return std::nullopt;
   --it;
   if (addr - it->first >= it->second.length_bytes) return std::nullopt;
-  return Range{it->first, it->second.length_bytes, it->second.tag};
+  return Range{it->first, it->second.length_bytes, it->second.tag, it->second.flags};
 }
 
 bool RangeSet::Contains(uint64_t addr, uint64_t length_bytes) const {
@@ -63,7 +63,7 @@ namespace {
 
 absl::Status ValidateOne(const Request& r, size_t index, const RangeSet& local,
                          SegmentLookup segments, uint64_t request_bytes_max,
-                         uint64_t batch_free_slots) {
+                         uint64_t batch_free_slots, bool check_access) {
   if (r.opcode != OpKind::kRead && r.opcode != OpKind::kWrite)
     return absl::InvalidArgumentError(
         absl::StrFormat("request %d: unknown opcode %d", index, static_cast<int>(r.opcode)));
@@ -93,6 +93,14 @@ absl::Status ValidateOne(const Request& r, size_t index, const RangeSet& local,
         absl::StrFormat("request %d: remote range [0x%x, +%d) is not inside one buffer of "
                         "segment %d",
                         index, r.remote_addr, r.length_bytes, r.segment.id));
+  if (check_access) {
+    const auto access = static_cast<RemoteAccess>(seg->Covering(r.remote_addr)->flags);
+    const bool allowed = r.opcode == OpKind::kRead ? AllowsRead(access) : AllowsWrite(access);
+    if (!allowed)
+      return absl::PermissionDeniedError(absl::StrFormat(
+          "request %d: %s into a %s buffer of segment %d (the peer registered it so)", index,
+          std::string(OpKindName(r.opcode)), std::string(RemoteAccessName(access)), r.segment.id));
+  }
   if (index >= batch_free_slots)
     return absl::ResourceExhaustedError(
         absl::StrFormat("request %d: batch full (%d free slots)", index, batch_free_slots));
@@ -103,12 +111,12 @@ absl::Status ValidateOne(const Request& r, size_t index, const RangeSet& local,
 
 BatchValidation ValidateRequests(absl::Span<const Request> requests, const RangeSet& local,
                                  SegmentLookup segments, uint64_t request_bytes_max,
-                                 uint64_t batch_free_slots) {
+                                 uint64_t batch_free_slots, bool check_access) {
   BatchValidation out;
   out.per_request.reserve(requests.size());
   for (size_t i = 0; i < requests.size(); ++i) {
-    out.per_request.push_back(
-        ValidateOne(requests[i], i, local, segments, request_bytes_max, batch_free_slots));
+    out.per_request.push_back(ValidateOne(requests[i], i, local, segments, request_bytes_max,
+                                          batch_free_slots, check_access));
     out.all_ok = out.all_ok && out.per_request.back().ok();
   }
   return out;

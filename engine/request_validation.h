@@ -15,6 +15,9 @@
 //   7. segment handle names an open peer segment       else kNotFound
 //   8. remote range does not wrap, and lies wholly in
 //      one buffer of that segment                      else kOutOfRange
+//   8a. that buffer allows the operation (its Range
+//      flags hold its RemoteAccess: READ needs read,
+//      WRITE needs write; docs/security.md)            else kPermissionDenied
 //   9. the batch has a free slot for it (request i
 //      needs i < free slots)                           else kResourceExhausted
 // A range that spans two adjacent registrations is refused (6/8): one WR
@@ -44,7 +47,8 @@ namespace ferry::engine {
 struct Range {
   uint64_t addr = 0;
   uint64_t length_bytes = 0;
-  uint64_t tag = 0;  // the caller's, given to Add (e.g. a buffer's index)
+  uint64_t tag = 0;    // the caller's, given to Add (e.g. a buffer's index)
+  uint32_t flags = 0;  // the caller's (a peer buffer's RemoteAccess; 0 = none)
   friend bool operator==(const Range&, const Range&) = default;
 };
 
@@ -52,7 +56,7 @@ class RangeSet {
  public:
   // kInvalidArgument for zero length or a range that wraps; kAlreadyExists
   // if it overlaps a range already present (nothing changes).
-  absl::Status Add(uint64_t addr, uint64_t length_bytes, uint64_t tag = 0);
+  absl::Status Add(uint64_t addr, uint64_t length_bytes, uint64_t tag = 0, uint32_t flags = 0);
   // Removes the range starting at `addr`; kNotFound if none starts there.
   absl::Status Remove(uint64_t addr);
   // The range that contains `addr`, if any.
@@ -66,6 +70,7 @@ class RangeSet {
   struct Entry {
     uint64_t length_bytes = 0;
     uint64_t tag = 0;
+    uint32_t flags = 0;
   };
   absl::btree_map<uint64_t, Entry> ranges_;  // by start
 };
@@ -78,9 +83,11 @@ struct BatchValidation {
 // Looks up the buffers of an open peer segment; nullptr when unknown.
 using SegmentLookup = absl::FunctionRef<const RangeSet*(SegmentHandle)>;
 
+// `check_access` false skips check 8a (only the test-only mutation
+// kEngineC8NoRemoteAccessCheck passes false).
 BatchValidation ValidateRequests(absl::Span<const Request> requests, const RangeSet& local,
                                  SegmentLookup segments, uint64_t request_bytes_max,
-                                 uint64_t batch_free_slots);
+                                 uint64_t batch_free_slots, bool check_access = true);
 
 }  // namespace ferry::engine
 

@@ -32,8 +32,17 @@ namespace ferry::hal {
 inline constexpr size_t kMaxMessageBytes = 64 * 1024;
 
 struct Message {
-  std::string from;  // sender's listen address, "host:port"
+  std::string from;  // sender's listen address, "host:port" (as it claims it)
   std::vector<uint8_t> bytes;
+  // The host the transport itself saw the message come from (TCP: the
+  // connection's peer IP; sim: the sending endpoint's host), which a sender
+  // cannot choose by what it writes. Empty when the transport cannot tell.
+  // An allowlist (engine/auth/auth_net.h) checks this, never `from`.
+  std::string source_host;
+  // The peer identity an authenticating decorator (engine/auth/auth_net.h)
+  // verified for this message; empty when the message was not
+  // authenticated.
+  std::string identity;
 };
 
 class ControlNet {

@@ -511,6 +511,7 @@ bool TcpControlNet::DecodeFrames(Inbound& conn, uint64_t now_ns) {
     msg.from = IsWildcardHost(hp->host) && !conn.peer_ip.empty()
                    ? FormatHostPort(conn.peer_ip, hp->port)
                    : std::string(from);
+    msg.source_host = conn.peer_ip;
     msg.bytes.assign(p + 6 + addr_len, p + kTcpLengthPrefixBytes + len);
     FERRY_CHECK_LE(msg.bytes.size(), kMaxMessageBytes);
     ready_.push_back(std::move(msg));

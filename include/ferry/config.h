@@ -48,6 +48,47 @@ enum class OwnerPollMode : uint8_t {
   kBusyPoll = 2,
 };
 
+// Who may speak to this engine's control listener (docs/security.md).
+struct PeerSecret {
+  std::string identity;  // the peer's AuthConfig::identity
+  std::string secret;    // >= kAuthSecretBytesMin bytes
+};
+inline constexpr size_t kAuthSecretBytesMin = 32;
+
+struct AuthConfig {
+  enum class Mode : uint8_t {
+    // Every control message is accepted (only the allowlist, when set, is
+    // checked). The default, because there is no secret Ferry could
+    // default to: a deployment whose listener is reachable from outside a
+    // trusted network must turn kSharedSecret on (docs/security.md).
+    kOff = 0,
+    // Mutual challenge-response (HMAC-SHA-256 over fresh nonces from both
+    // sides), then every control message carries an HMAC under a session
+    // key and a sequence number: a peer that cannot prove the secret gets
+    // no descriptor, no rkey, no endpoint and no QP.
+    kSharedSecret = 1,
+  };
+  Mode mode = Mode::kOff;
+  // The key of every peer without an entry in peer_secrets. May be empty
+  // when peer_secrets names every peer; else >= kAuthSecretBytesMin bytes.
+  std::string secret;
+  // Per-peer keys: a peer proves the identity it claims only with its own
+  // key, so a per-peer exposure set (MemoryOptions::peers) names a proven
+  // peer. Under the shared `secret` alone, any holder of it can claim any
+  // identity.
+  std::vector<PeerSecret> peer_secrets;
+  // This engine's identity (printable ASCII, no space, <= 128 bytes); empty
+  // = its control address "host:port".
+  std::string identity;
+  // Source hosts (as the transport sees them: TCP peer IP, e.g.
+  // "10.0.0.7", "::1") whose control messages are read; empty = any. In
+  // every mode; a message from another host is dropped and counted
+  // before anything decodes it.
+  std::vector<std::string> allowlist;
+  uint32_t sessions_max = 1024;  // authenticated sessions held (LRU beyond)
+  uint32_t pending_max = 256;    // challenges outstanding; payloads queued per peer
+};
+
 struct FERRY_EXPORT EngineConfig {
   // ------------------------------------------------------------- devices
   // RNIC names to use ("mlx5_0", "rxe0", "sim0"); empty = every device the
@@ -121,6 +162,9 @@ struct FERRY_EXPORT EngineConfig {
   // (tests/lib/sim_cluster_test.cc RxeRetryCnt7NeverGivesUpOnARestartedPeer).
   uint8_t qp_retries = 7;
   uint8_t qp_rnr_retries = 7;  // RNR retries (0..7, 7 = infinite; no receives in v1)
+
+  // ------------------------------------------------------------- security
+  AuthConfig auth;
 
   // ------------------------------------------------------------- runtime
   // Only the production threaded runtime reads these (a stepped engine has

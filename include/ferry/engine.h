@@ -119,6 +119,12 @@ class FERRY_EXPORT Engine {
   // (overlaps a registered range), the device's status on a failed
   // registration (then no context keeps a registration of it).
   absl::Status RegisterMemory(void* addr, size_t len_bytes);
+  // The same, offered as `options` says (docs/security.md): the MR is
+  // registered with exactly options.access (remote read, write or both),
+  // and its rkeys reach only the peers options.peers names (all when
+  // empty). Errors as above, and kInvalidArgument for an access outside
+  // RemoteAccess or a peer identity that is not 1..128 printable bytes.
+  absl::Status RegisterMemory(void* addr, size_t len_bytes, const MemoryOptions& options);
 
   // Deregisters the range that starts at `addr`. Errors: kNotFound (no range
   // starts there), kFailedPrecondition (a non-terminal task touches it;
@@ -136,7 +142,9 @@ class FERRY_EXPORT Engine {
   absl::StatusOr<OpenToken> OpenSegmentAsync(std::string_view host_port);
   // The handle once the descriptor arrived; std::nullopt while in progress.
   // Errors: kNotFound (unknown token), kDeadlineExceeded (no answer within
-  // handshake_timeout_ns x handshake_retries), kUnavailable (peer refused).
+  // handshake_timeout_ns x handshake_retries; also what a peer that does
+  // not authenticate us looks like: it never answers), kPermissionDenied
+  // (the peer offers this engine none of its memory; the message says so).
   // A token is consumed by the call that returns its handle or its error.
   absl::StatusOr<std::optional<SegmentHandle>> PollOpenSegment(OpenToken token);
   // Blocking helper over the two calls above, waiting up to timeout_ns.
@@ -210,6 +218,9 @@ class FERRY_EXPORT Engine {
   // endpoints, QPs whose destroy keeps failing, segment descriptors being
   // refetched, ...).
   PendingReport Pending() const;
+
+  // What the control listener accepted and refused (docs/security.md).
+  AuthStats GetAuthStats() const;
 
   // The control address peers open segments at ("host:port" as bound, the
   // port resolved when 0 was asked for). Never fails after Create.

@@ -107,10 +107,32 @@ struct DeviceDescriptor {
   std::array<uint8_t, 16> gid{};
   uint16_t lid = 0;
 };
+// What a peer may do to a registered range over RDMA (the remote access
+// flags its MR is registered with; docs/security.md).
+enum class RemoteAccess : uint8_t { kRead = 1, kWrite = 2, kReadWrite = 3 };
+FERRY_EXPORT std::string_view RemoteAccessName(RemoteAccess a);
+constexpr bool AllowsRead(RemoteAccess a) { return (static_cast<uint8_t>(a) & 1) != 0; }
+constexpr bool AllowsWrite(RemoteAccess a) { return (static_cast<uint8_t>(a) & 2) != 0; }
+
+// How Engine::RegisterMemory offers a range to peers (docs/security.md).
+struct MemoryOptions {
+  // The MR's remote access: exactly these flags are registered (plus local
+  // write), so the RNIC itself refuses the other operation.
+  RemoteAccess access = RemoteAccess::kReadWrite;
+  // Peer identities the range is offered to (its rkeys appear only in the
+  // descriptor sent to them); empty = every peer that may reach the
+  // listener (every authenticated peer when EngineConfig::auth is on). An
+  // identity is what EngineConfig::auth authenticated (AuthConfig::identity
+  // of the peer); with authentication off it is the peer's control address
+  // "host:port", which the peer claims and nothing verifies.
+  std::vector<std::string> peers;
+};
+
 struct BufferDescriptor {
   uint64_t addr = 0;
   uint64_t length_bytes = 0;
   std::vector<uint32_t> rkeys;  // index = device index
+  RemoteAccess access = RemoteAccess::kReadWrite;
 };
 struct SegmentDescriptor {
   std::string address;       // "host:port" of the owning engine
@@ -133,6 +155,7 @@ struct SegmentDescriptor {
 struct BufferRange {
   uint64_t addr = 0;
   uint64_t length_bytes = 0;
+  RemoteAccess access = RemoteAccess::kReadWrite;
 };
 struct SegmentInfo {
   std::string address;
@@ -145,6 +168,28 @@ struct SegmentInfo {
   uint64_t refetches_applied = 0;
   uint64_t refetches_unchanged = 0;
   uint64_t refetches_given_up = 0;
+};
+
+// ------------------------------------------------------------ security
+// What the control listener refused, by reason (Engine::AuthStats;
+// docs/security.md). Every refused message changed nothing: no endpoint,
+// no QP, no descriptor was made or sent for it.
+struct AuthStats {
+  uint64_t sessions_established = 0;      // as client and as server
+  uint64_t delivered = 0;                 // authenticated messages read by the engine
+  uint64_t dropped_allowlist = 0;         // from a source host outside the allowlist
+  uint64_t dropped_unauthenticated = 0;   // a plain control message while auth is on
+  uint64_t dropped_malformed = 0;         // an auth message that does not decode
+  uint64_t dropped_unknown_identity = 0;  // names an identity we hold no key for
+  uint64_t dropped_bad_proof = 0;         // a proof under another key (wrong secret)
+  uint64_t dropped_stale = 0;             // a CHALLENGE or PROOF answering nothing we
+                                          // have outstanding (replayed, reordered)
+  uint64_t dropped_bad_tag = 0;           // a DATA whose HMAC fails (tampered, wrong key)
+  uint64_t dropped_replayed = 0;          // a DATA sequence number already seen
+  uint64_t dropped_unknown_session = 0;   // a DATA for no session we hold
+  uint64_t dropped_wrong_sender = 0;      // a DATA or PROOF from another peer than its session's
+  uint64_t dropped_queue_full = 0;        // outbound payloads dropped waiting for a session
+  uint64_t descriptor_refusals = 0;       // descriptor requests of a peer offered nothing
 };
 
 // ------------------------------------------------------------ reports

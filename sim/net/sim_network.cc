@@ -492,7 +492,13 @@ void SimNetwork::DeliverOne() {
   }
   ++counters_.delivered;
   TraceEvent("net.deliver", copy.msg_seq, node.key().second, AddrId(copy.to));
-  ep.inbound.push_back(hal::Message{std::move(copy.from), std::move(copy.bytes)});
+  hal::Message m;
+  // The network knows the real sender: its host is the source, whatever a
+  // message may claim (sim addresses are "host:port").
+  m.source_host = copy.from.substr(0, copy.from.rfind(':'));
+  m.from = std::move(copy.from);
+  m.bytes = std::move(copy.bytes);
+  ep.inbound.push_back(std::move(m));
 }
 
 uint64_t SimNetwork::Step() {

@@ -24,7 +24,8 @@ class RequestValidationTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_TRUE(local_.Add(kLocal, 0x1000).ok());
     ASSERT_TRUE(local_.Add(kLocal + 0x1000, 0x1000).ok());  // adjacent, separate MR
-    ASSERT_TRUE(remote_.Add(kRemote, 0x4000).ok());
+    ASSERT_TRUE(
+        remote_.Add(kRemote, 0x4000, 0, static_cast<uint32_t>(RemoteAccess::kReadWrite)).ok());
   }
   Request Good() const {
     return Request{OpKind::kWrite, kLocal + 0x10, 0x100, kSeg, kRemote + 0x20};

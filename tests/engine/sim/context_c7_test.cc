@@ -141,7 +141,7 @@ TEST(ContextC7, ReenableReRegistersRegionsWithNewKeys) {
   Context ctx(w.faults.get(), "sim0", w.config, 0, &w.ledger, &w.mutations);
   ASSERT_TRUE(ctx.Enable().ok());
   std::vector<uint8_t> buf(4096);
-  auto k1 = ctx.RegisterRegion(1, buf.data(), buf.size());
+  auto k1 = ctx.RegisterRegion(1, buf.data(), buf.size(), MrAccessFor(RemoteAccess::kReadWrite));
   ASSERT_TRUE(k1.ok()) << k1.status();
   ASSERT_TRUE(ctx.Reenable().ok());
   auto k2 = ctx.KeysOf(1);
@@ -179,7 +179,7 @@ TEST(ContextC7, ARegionRecordedWhileDownIsRegisteredByTheLaterEnable) {
   EXPECT_FALSE(ctx.up());
   EXPECT_FALSE(ctx.published().has_value());
   std::vector<uint8_t> buf(4096);
-  auto k0 = ctx.RegisterRegion(1, buf.data(), buf.size());
+  auto k0 = ctx.RegisterRegion(1, buf.data(), buf.size(), MrAccessFor(RemoteAccess::kReadWrite));
   ASSERT_TRUE(k0.ok()) << k0.status();
   EXPECT_EQ(ctx.KeysOf(1).status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(w.fabric->LiveCount(ObjectKind::kMr), 0u);
@@ -208,7 +208,8 @@ TEST(ContextC7, ReenableInPlaceAfterAFailureAtEveryCallReleasesEachHandleOnce) {
     w.faults->fail_at = at;
     ASSERT_FALSE(ctx.Enable().ok()) << "call " << at;
     std::vector<uint8_t> buf(4096);
-    ASSERT_TRUE(ctx.RegisterRegion(1, buf.data(), buf.size()).ok());
+    ASSERT_TRUE(
+        ctx.RegisterRegion(1, buf.data(), buf.size(), MrAccessFor(RemoteAccess::kReadWrite)).ok());
     w.faults->fail_at = -1;
     ASSERT_TRUE(ctx.Reenable().ok()) << "call " << at;
     EXPECT_EQ(w.fabric->LiveCount(ObjectKind::kMr), 1u) << "call " << at;
