@@ -150,6 +150,8 @@ TwoEngines::TwoEngines(uint64_t seed, sim::NetPlan plan, const base::Mutations& 
       sched_(root_.Fork(), &clock_, &trace_),
       mutations_(mutations),
       config_(config),
+      host_auth_(options.host_auth),
+      host_memory_(options.host_memory),
       net_plan_(plan),
       devices_per_host_(options.devices_per_host),
       steps_max_(options.steps_max),
@@ -227,7 +229,9 @@ absl::Status TwoEngines::Start(uint32_t h) {
     });
     hs.proc_verbs = std::make_unique<ProcessVerbs>(hs.verbs.get());
     EngineEnv env{hs.proc_verbs.get(), hs.net.get(), &clock_, hs.entropy.get()};
-    auto e = engine::SteppedEngine::Create(config_, env, &mutations_, hs.obs.get());
+    EngineConfig cfg = config_;
+    if (auto a = host_auth_.find(h); a != host_auth_.end()) cfg.auth = a->second;
+    auto e = engine::SteppedEngine::Create(cfg, env, &mutations_, hs.obs.get());
     if (!e.ok()) {
       hs.obs.reset();
       return e.status();
@@ -238,7 +242,9 @@ absl::Status TwoEngines::Start(uint32_t h) {
     hs.registered = false;
   }
   if (!hs.registered) {
-    FERRY_RETURN_IF_ERROR(hs.engine->RegisterMemory(hs.buf.data(), hs.buf.size()));
+    auto mo = host_memory_.find(h);
+    FERRY_RETURN_IF_ERROR(hs.engine->RegisterMemory(
+        hs.buf.data(), hs.buf.size(), mo == host_memory_.end() ? MemoryOptions{} : mo->second));
     hs.registered = true;
   }
   return absl::OkStatus();

@@ -169,6 +169,10 @@ struct WorldOptions {
   uint64_t steps_max = 5'000'000;  // scheduler steps of one RunUntil
   // How an owner with WRs outstanding waits (engine_runtime.h, WakeModel).
   WakeModel wake = WakeModel::kSpin;
+  // Per host: its engine's AuthConfig (instead of the config's) and how its
+  // buffer is registered (docs/security.md; the security scenarios).
+  std::map<uint32_t, AuthConfig> host_auth;
+  std::map<uint32_t, MemoryOptions> host_memory;
 };
 inline constexpr uint32_t kHostsMax = 8;
 inline constexpr uint32_t kDevicesPerHostMax = 4;
@@ -325,6 +329,8 @@ class TwoEngines {
   sim::Scheduler sched_;
   base::Mutations mutations_;
   EngineConfig config_;
+  std::map<uint32_t, AuthConfig> host_auth_;
+  std::map<uint32_t, MemoryOptions> host_memory_;
   sim::NetPlan net_plan_;
   uint32_t devices_per_host_ = 1;
   uint64_t steps_max_ = 5'000'000;
