@@ -97,9 +97,10 @@ absl::Status ValidateOne(const Request& r, size_t index, const RangeSet& local,
     const auto access = static_cast<RemoteAccess>(seg->Covering(r.remote_addr)->flags);
     const bool allowed = r.opcode == OpKind::kRead ? AllowsRead(access) : AllowsWrite(access);
     if (!allowed)
-      return absl::PermissionDeniedError(absl::StrFormat(
-          "request %d: %s into a %s buffer of segment %d (the peer registered it so)", index,
-          std::string(OpKindName(r.opcode)), std::string(RemoteAccessName(access)), r.segment.id));
+      return absl::PermissionDeniedError(
+          absl::StrFormat("request %d: %s a %s buffer of segment %d (as the peer registered it)",
+                          index, r.opcode == OpKind::kRead ? "READ from" : "WRITE into",
+                          std::string(RemoteAccessName(access)), r.segment.id));
   }
   if (index >= batch_free_slots)
     return absl::ResourceExhaustedError(

@@ -397,7 +397,7 @@ TEST_F(AuthNetTest, AllowlistChecksTheTransportSourceInEveryMode) {
   ok.from = "a:1";
   ok.source_host = "a";
   ok.bytes = Bytes("fine");
-  bad.from = "a:1";  // claims a's address...
+  bad.from = "a:1";          // claims a's address...
   bad.source_host = "evil";  // ...from another host
   bad.bytes = Bytes("nope");
   b.net.inbox.push_back(bad);

@@ -179,3 +179,38 @@ TEST(RangeSet, CoveringReturnsTheTagOfTheRangeAdded) {
 
 }  // namespace
 }  // namespace ferry::engine
+
+namespace ferry::engine {
+namespace {
+
+// Check 8a: a peer buffer's RemoteAccess (the Range flags) decides which
+// operation may target it; the batch is refused as a whole.
+TEST(RemoteAccessCheck, ReadOnlyRefusesWriteAndWriteOnlyRefusesRead) {
+  RangeSet local, remote;
+  ASSERT_TRUE(local.Add(0x1000, 0x1000).ok());
+  ASSERT_TRUE(remote.Add(0x10000, 0x1000, 0, static_cast<uint32_t>(RemoteAccess::kRead)).ok());
+  ASSERT_TRUE(remote.Add(0x20000, 0x1000, 1, static_cast<uint32_t>(RemoteAccess::kWrite)).ok());
+  const SegmentHandle seg{3};
+  auto lookup = [&](SegmentHandle h) -> const RangeSet* { return h == seg ? &remote : nullptr; };
+  const std::vector<Request> rs = {
+      {OpKind::kRead, 0x1000, 0x100, seg, 0x10000},   // read from read-only: ok
+      {OpKind::kWrite, 0x1000, 0x100, seg, 0x10000},  // write into read-only: refused
+      {OpKind::kWrite, 0x1000, 0x100, seg, 0x20000},  // write into write-only: ok
+      {OpKind::kRead, 0x1000, 0x100, seg, 0x20000},   // read from write-only: refused
+  };
+  const BatchValidation v = ValidateRequests(rs, local, lookup, 1 << 20, 16);
+  EXPECT_FALSE(v.all_ok);
+  EXPECT_TRUE(v.per_request[0].ok());
+  EXPECT_EQ(v.per_request[1].code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(std::string(v.per_request[1].message()),
+              ::testing::HasSubstr("WRITE into a read-only buffer of segment 3"));
+  EXPECT_TRUE(v.per_request[2].ok());
+  EXPECT_EQ(v.per_request[3].code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(std::string(v.per_request[3].message()),
+              ::testing::HasSubstr("READ from a write-only buffer"));
+  // The test-only bypass (kEngineC8NoRemoteAccessCheck passes false).
+  EXPECT_TRUE(ValidateRequests(rs, local, lookup, 1 << 20, 16, false).all_ok);
+}
+
+}  // namespace
+}  // namespace ferry::engine
