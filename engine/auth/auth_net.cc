@@ -130,6 +130,13 @@ void AuthNet::Open(uint64_t sid, Session s) {
 
 void AuthNet::SendData(uint64_t sid, Session& s, std::vector<uint8_t> payload,
                        std::vector<Out>& out) {
+  if (s.client && !s.confirmed) {
+    AuthMessage proof;
+    proof.type = AuthType::kProof;
+    proof.session = sid;
+    proof.proof = s.proof;
+    Emit(s.peer, proof, out);
+  }
   AuthMessage m;
   m.type = AuthType::kData;
   m.session = sid;
@@ -294,11 +301,12 @@ void AuthNet::OnChallenge(const hal::Message& msg, const AuthMessage& m, std::ve
   proof.session = m.session;
   proof.proof =
       Mac(*key, Transcript('C', m.client_nonce, m.server_nonce, m.session, identity_, m.identity));
-  Emit(msg.from, proof, out);
   Session s;
   s.peer = msg.from;
   s.identity = m.identity;
   s.client = true;
+  s.proof = proof.proof;
+  if (h->second.queue.empty()) Emit(msg.from, proof, out);  // else SendData sends it
   s.key =
       Mac(*key, Transcript('K', m.client_nonce, m.server_nonce, m.session, identity_, m.identity));
   std::deque<std::vector<uint8_t>> queue = std::move(h->second.queue);
@@ -332,6 +340,7 @@ void AuthNet::OnProof(const hal::Message& msg, const AuthMessage& m, std::vector
   s.peer = ch.peer;
   s.identity = ch.identity;
   s.client = false;
+  s.confirmed = true;
   s.key = Mac(*key,
               Transcript('K', ch.client_nonce, ch.server_nonce, m.session, ch.identity, identity_));
   std::deque<hal::Message> early = std::move(c->second.early);
@@ -370,6 +379,7 @@ bool AuthNet::AcceptData(uint64_t sid, Session& s, const hal::Message& msg, cons
     s.recv_high = m.seq;
   }
   s.recv_mask |= uint64_t{1} << (s.recv_high - m.seq);
+  s.confirmed = true;  // the server holds the session: no more PROOFs
   return true;
 }
 

@@ -16,7 +16,9 @@
 // Nc, Ns fresh 32-byte nonces from each side's hal::Entropy. Both sides then
 // hold the session key SK = HMAC(K, "K" | T); each control message travels
 // as DATA {session, seq, payload, HMAC(SK, dir | session | seq | payload)}.
-// A payload sent before a session exists waits (bounded) for it.
+// A payload sent before a session exists waits (bounded) for it. Until the
+// server's first DATA confirms a session, the client resends its PROOF
+// before each DATA (datagrams: the PROOF may be lost).
 //
 // What must stay true (each is a unit test and a sim scenario):
 // - Nothing unauthenticated reaches the engine while kSharedSecret is on:
@@ -87,6 +89,12 @@ class AuthNet final : public hal::ControlNet {
     std::string identity;  // the peer's proven identity
     Tag key{};             // SK
     bool client = false;   // we sent the HELLO
+    // A client session is unconfirmed until a DATA of the server's
+    // verifies on it: until then every DATA is preceded by the PROOF again
+    // (a lost PROOF would otherwise leave the server holding our DATA
+    // for a session it never opens).
+    bool confirmed = false;
+    Tag proof{};
     uint64_t send_seq = 0;
     uint64_t recv_high = 0;                   // highest seq received
     uint64_t recv_mask = 0;                   // bit i: seq recv_high - i received

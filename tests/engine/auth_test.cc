@@ -292,7 +292,11 @@ TEST_F(AuthNetTest, TamperedOrTruncatedDataIsRefused) {
   ASSERT_TRUE(a.auth.Send("b:1", Bytes("one")).ok());
   Pump();
   ASSERT_TRUE(a.auth.Send("b:1", Bytes("two")).ok());
-  Wire::Item item = wire_.in_flight.front();
+  // In flight: the PROOF again (b has not answered yet, so a's session is
+  // unconfirmed) and the DATA.
+  ASSERT_EQ(wire_.in_flight.size(), 2u);
+  EXPECT_EQ(DecodeAuth(wire_.in_flight[0].msg.bytes)->type, AuthType::kProof);
+  Wire::Item item = wire_.in_flight[1];
   wire_.in_flight.clear();
   Wire::Item flipped = item;
   flipped.msg.bytes[4 + 2 + 1 + 8 + 8 + 4] ^= 1;  // first payload byte
@@ -332,6 +336,33 @@ TEST_F(AuthNetTest, DataOvertakingItsProofIsHeldThenJudged) {
   Replay(proof);
   ASSERT_EQ(b.got.size(), 1u);
   EXPECT_EQ(b.got[0].bytes, Bytes("early"));
+}
+
+TEST_F(AuthNetTest, ALostProofIsResentUntilTheServerAnswers) {
+  Side a(&wire_, "a:1", Shared("node-a"), 1), b(&wire_, "b:1", Shared("node-b"), 2);
+  Add(&a);
+  Add(&b);
+  ASSERT_TRUE(a.auth.Send("b:1", Bytes("one")).ok());
+  for (int i = 0; i < 2; ++i) {  // HELLO, CHALLENGE
+    Wire::Item it = wire_.in_flight.front();
+    wire_.in_flight.pop_front();
+    sides_.at(it.to)->net.inbox.push_back(it.msg);
+    sides_.at(it.to)->Drain();
+  }
+  wire_.in_flight.pop_front();  // the PROOF is lost
+  Pump();                       // the DATA waits at b for its PROOF
+  EXPECT_TRUE(b.got.empty());
+  ASSERT_TRUE(a.auth.Send("b:1", Bytes("two")).ok());  // PROOF again, then DATA
+  Pump();
+  ASSERT_EQ(b.got.size(), 2u);
+  EXPECT_EQ(b.got[0].bytes, Bytes("one"));
+  ASSERT_TRUE(b.auth.Send("a:1", Bytes("ack")).ok());  // confirms a's session
+  Pump();
+  const size_t proofs = Seen(AuthType::kProof).size();
+  ASSERT_TRUE(a.auth.Send("b:1", Bytes("three")).ok());
+  Pump();
+  EXPECT_EQ(Seen(AuthType::kProof).size(), proofs);  // no PROOF once confirmed
+  EXPECT_EQ(b.got.size(), 3u);
 }
 
 TEST_F(AuthNetTest, ProofBeforeAnyChallengeIsStale) {

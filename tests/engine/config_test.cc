@@ -104,6 +104,25 @@ TEST(EngineConfig, RejectsEveryBrokenInvariant) {
       {"owner spin > 1 s", [](EngineConfig& c) { c.owner_spin_ns_max = 1'000'000'001; },
        "owner_spin_ns_max"},
       {"user spin > 1 s", [](EngineConfig& c) { c.user_spin_ns = 1'000'000'001; }, "user_spin_ns"},
+      {"secret with auth off", [](EngineConfig& c) { c.auth.secret = std::string(32, 's'); },
+       "auth.secret"},
+      {"auth on without a key",
+       [](EngineConfig& c) { c.auth.mode = AuthConfig::Mode::kSharedSecret; }, "auth.mode"},
+      {"short secret",
+       [](EngineConfig& c) {
+         c.auth.mode = AuthConfig::Mode::kSharedSecret;
+         c.auth.secret = std::string(31, 's');
+       },
+       "auth.secret has 31 bytes"},
+      {"short peer secret",
+       [](EngineConfig& c) {
+         c.auth.mode = AuthConfig::Mode::kSharedSecret;
+         c.auth.peer_secrets = {{"node-a", "short"}};
+       },
+       "auth.peer_secrets[node-a]"},
+      {"identity with a space", [](EngineConfig& c) { c.auth.identity = "a b"; }, "auth.identity"},
+      {"empty allowlist host", [](EngineConfig& c) { c.auth.allowlist = {""}; }, "auth.allowlist"},
+      {"zero sessions", [](EngineConfig& c) { c.auth.sessions_max = 0; }, "auth.sessions_max"},
   };
   for (const BadCase& bc : cases) {
     EngineConfig c;
@@ -160,5 +179,21 @@ TEST(PublicTypes, NamesAndTerminality) {
   EXPECT_FALSE(BatchId{}.valid());
 }
 
+}  // namespace
+}  // namespace ferry
+
+namespace ferry {
+namespace {
+TEST(EngineConfig, AuthBoundariesAreAccepted) {
+  EngineConfig c;
+  c.auth.mode = AuthConfig::Mode::kSharedSecret;
+  c.auth.secret = std::string(kAuthSecretBytesMin, 's');
+  EXPECT_TRUE(c.Validate().ok());
+  c.auth.secret.clear();
+  c.auth.peer_secrets = {{"node-a", std::string(kAuthSecretBytesMin, 'a')}};
+  c.auth.identity = std::string(128, 'n');
+  c.auth.allowlist = {"10.0.0.1"};
+  EXPECT_TRUE(c.Validate().ok()) << c.Validate();
+}
 }  // namespace
 }  // namespace ferry

@@ -85,6 +85,44 @@ Outcome RingOfWrites(ferry::testing::SimCluster& c, std::vector<std::vector<uint
   return out;
 }
 
+// The production threaded runtime with authentication on (docs/security.md):
+// owners Send and the listener Polls the AuthNet from different threads,
+// under a swarm plan (loss, duplication, reordering of control messages),
+// and a restart makes the others authenticate again.
+TEST(SimCluster, AuthenticatedRingUnderASwarmPlanAndARestart) {
+  ferry::testing::SimClusterOptions o;
+  o.hosts = 3;
+  o.seed = 2;  // a plan whose control loss still lets every open finish
+  o.swarm_fault_plan = true;
+  o.engine_config.slice_timeout_ns = 500'000'000;
+  o.engine_config.auth.mode = ferry::AuthConfig::Mode::kSharedSecret;
+  o.engine_config.auth.secret = std::string(40, 'k');
+  auto c = ferry::testing::SimCluster::Create(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::vector<std::vector<uint8_t>> bufs(3, std::vector<uint8_t>(256 * 1024));
+  auto register_all = [&] {
+    for (uint32_t h = 0; h < 3; ++h)
+      ASSERT_TRUE((*c)->engine(h).RegisterMemory(bufs[h].data(), bufs[h].size()).ok());
+  };
+  register_all();
+  Outcome out = RingOfWrites(**c, bufs);
+  EXPECT_EQ(out.completed + out.other, 3u);
+  EXPECT_EQ(out.wrong_bytes, 0u);
+  ASSERT_TRUE((*c)->RestartHost(1).ok());
+  ASSERT_TRUE((*c)->engine(1).RegisterMemory(bufs[1].data(), bufs[1].size()).ok());
+  out = RingOfWrites(**c, bufs);
+  EXPECT_EQ(out.completed + out.other, 3u);
+  EXPECT_EQ(out.wrong_bytes, 0u);
+  uint64_t sessions = 0;
+  for (uint32_t h = 0; h < 3; ++h) {
+    const ferry::AuthStats s = (*c)->engine(h).GetAuthStats();
+    sessions += s.sessions_established;
+    EXPECT_EQ(s.dropped_bad_proof + s.dropped_bad_tag + s.dropped_unauthenticated, 0u) << h;
+  }
+  EXPECT_GE(sessions, 4u);  // at least one per ring edge, both ends
+  EXPECT_EQ((*c)->Finish(2'000'000'000), "");
+}
+
 TEST(SimCluster, SwarmPlansEndCleanOnBothProfiles) {
   for (const char* profile : {"mlx5", "rxe"}) {
     for (uint64_t seed = 1; seed <= 3; ++seed) {
