@@ -347,12 +347,9 @@ void EngineImpl::DescriptorArrived(uint64_t token, const SegmentDescriptor& d) {
     }
     // A refetch: the first answer ends it (duplicates find no entry).
     segment = it->second.segment;
-    opens_.erase(it);
-    NoteRefetchEnded(token);
-    auto sit = segments_.find(segment);
-    if (sit == segments_.end() || sit->second.refetch_token != token) return;
-    PeerSegment& ps = sit->second;
-    ps.refetch_token = 0;
+    PeerSegment* found = EndRefetch(it);
+    if (found == nullptr) return;
+    PeerSegment& ps = *found;
     engine::RefetchAnswer answer = engine::DecideRefetchAnswer(ps.descriptor, d);
     // Test-only: an answer with a lower or equal version applied anyway.
     if (answer == engine::RefetchAnswer::kUnchanged && mutations_ != nullptr &&
@@ -385,6 +382,17 @@ void EngineImpl::DescriptorArrived(uint64_t token, const SegmentDescriptor& d) {
     }
   }
   Note(listener, event, d.address, segment, d.version);
+}
+
+EngineImpl::PeerSegment* EngineImpl::EndRefetch(std::map<uint64_t, OpenState>::iterator open) {
+  const uint64_t token = open->first;
+  const uint64_t segment = open->second.segment;
+  opens_.erase(open);
+  NoteRefetchEnded(token);
+  auto sit = segments_.find(segment);
+  if (sit == segments_.end() || sit->second.refetch_token != token) return nullptr;
+  sit->second.refetch_token = 0;
+  return &sit->second;
 }
 
 void EngineImpl::NoteRefetchEnded(uint64_t token) {

@@ -189,6 +189,11 @@ class EngineImpl {
   void SendDescReq(const std::string& address, uint64_t token) const;
   // Remembers an ended refetch's token, so a late answer of it is counted.
   void NoteRefetchEnded(uint64_t token) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the refetch `open` (an opens_ entry with a segment): erases it,
+  // notes its token, and returns its segment when that still waits for
+  // this token (its refetch_token cleared), else nullptr.
+  PeerSegment* EndRefetch(std::map<uint64_t, OpenState>::iterator open)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The local descriptor; with `peer` set, only the buffers offered to
   // that identity (every buffer under kEngineExposeToAllPeers).
   SegmentDescriptor BuildDescriptor(const std::string* peer) const

@@ -54,12 +54,9 @@ void EngineImpl::DescriptorRefused(uint64_t token, const std::string& from,
       return;
     }
     segment = it->second.segment;
-    opens_.erase(it);
-    NoteRefetchEnded(token);
-    auto sit = segments_.find(segment);
-    if (sit == segments_.end() || sit->second.refetch_token != token) return;
-    sit->second.refetch_token = 0;
-    ++sit->second.refetches_given_up;
+    PeerSegment* ps = EndRefetch(it);
+    if (ps == nullptr) return;
+    ++ps->refetches_given_up;
   }
   Note(listener, "refetch_refused", from, segment, 0);
 }
