@@ -13,6 +13,8 @@
 //   replayed DATA (dup net) every message twice        each delivered once
 //   outside the allowlist   opens                      dropped before decoding
 //   outside a peer set      opens                      PERMISSION_DENIED, no rkey
+//   outside it after a      refetches on REM_ACCESS    refused: given up, in the
+//   re-registration                                    order error, start, refused
 //   WRITE into read-only    Submit WRITE               PERMISSION_DENIED at
 //                                                      Submit, nothing enqueued,
 //                                                      bytes unchanged; with
@@ -253,6 +255,45 @@ std::string InsidePeerSet(const World& cfg) {
   return Finish(*w);
 }
 
+// h1 holds h0's segment; h0 then re-registers its buffer for node-7 only.
+// h1's next READ fails REM_ACCESS_ERR (the old rkey is gone), the refetch
+// it starts is refused, and is counted as given up: in this order.
+std::string RefetchRefused(const World& cfg) {
+  World c = cfg;
+  c.options.host_auth = {{0, Auth("node-0", kSecret)}, {1, Auth("node-1", kSecret)}};
+  auto w = c.Make();
+  if (!w->start_failure().empty()) return w->start_failure();
+  auto seg = w->Open(1, 0);
+  if (!seg.ok()) return "open: " + seg.status().ToString();
+  if (std::string e = WriteLands(*w, *seg, 45); !e.empty()) return e;
+  SteppedEngine& e0 = *w->host(0).engine;
+  if (!e0.UnregisterMemory(w->host(0).buf.data()).ok()) return "unregister";
+  MemoryOptions only7;
+  only7.peers = {"node-7"};
+  if (!e0.RegisterMemory(w->host(0).buf.data(), w->host(0).buf.size(), only7).ok())
+    return "re-register";
+  const size_t from = w->host(1).obs->records().size();
+  const TaskStatus st = Run1(*w, 1, MakeReq(*w, 1, *seg, OpKind::kRead, 0, 0, kLen)).first;
+  if (st != TaskStatus::kFailed)
+    return absl::StrCat("READ on the old rkey ended ", std::string(TaskStatusName(st)));
+  w->RunUntil([&] { return !w->host(1).engine->GetSegmentInfo(*seg)->refetch_in_flight; },
+              100'000'000);
+  const auto& r = w->host(1).obs->records();
+  int64_t err = -1;
+  for (size_t i = from; i < r.size() && err < 0; ++i)
+    if (r[i].kind == "cqe_error" && r[i].a == static_cast<uint64_t>(hal::WcStatus::kRemAccessErr))
+      err = static_cast<int64_t>(i);
+  const int64_t start = Find(r, "refetch_start", "", from);
+  const int64_t refused = Find(r, "refetch_refused", "", from);
+  if (!(err >= 0 && start > err && refused > start))
+    return absl::StrCat("order rem_access=", err, " start=", start, " refused=", refused);
+  const SegmentInfo i = *w->host(1).engine->GetSegmentInfo(*seg);
+  if (i.refetches_given_up != 1 || i.refetches_applied != 0)
+    return absl::StrCat("given up ", i.refetches_given_up, " applied ", i.refetches_applied);
+  if (e0.GetAuthStats().descriptor_refusals != 1) return "refusal not counted at h0";
+  return Finish(*w);
+}
+
 // h0's buffer is read-only: h1's WRITE is refused at Submit (C8) and
 // h0's bytes stay; a READ completes. Without the Submit check the RNIC
 // refuses it (REM_ACCESS_ERR at h1, bytes unchanged), which the message
@@ -324,6 +365,9 @@ TEST(Security, ReplayedDataIsDeliveredOnce) {
 TEST(Security, OutsideAllowlistIsDropped) { ASSERT_EQ(OutsideAllowlist(Seeded(1)), ""); }
 TEST(Security, OutsidePeerSetIsRefused) { ASSERT_EQ(OutsidePeerSet(Seeded(1)), ""); }
 TEST(Security, InsidePeerSetTransfers) { ASSERT_EQ(InsidePeerSet(Seeded(1)), ""); }
+TEST(Security, ARefusedRefetchIsGivenUp) {
+  for (uint64_t s = 1; s <= 2; ++s) ASSERT_EQ(RefetchRefused(Seeded(s)), "") << s;
+}
 TEST(Security, WriteIntoReadOnlyIsRefusedAtSubmit) {
   for (uint64_t s = 1; s <= 2; ++s) ASSERT_EQ(WriteIntoReadOnly(Seeded(s)), "") << s;
 }
