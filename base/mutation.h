@@ -76,6 +76,18 @@ enum class Mutation : uint32_t {
   kEngineResumeDropsOtherLedgers,  // engine: an owner resuming one context drops the CQ ledgers
                                    // of every other context's CQs but their current ones (a
                                    // parked context's old CQs lose theirs)
+  kSimIgnoreMrAccess,              // sim: the responder ignores an MR's remote access flags
+                                   // (a WRITE into a read-only MR is executed)
+  kSimMwAnyQp,                     // sim: a type 2 MW's rkey is honoured on any QP of its PD,
+                                   // not only on the QP it is bound to
+  kSimMwIgnoreWindow,              // sim: an MW rkey reaches its whole MR: the bound range and
+                                   // the bound access flags are not checked
+  kSimMwInvalidateKeepsRkey,       // sim: LOCAL_INV and DeallocMw succeed but leave the MW's
+                                   // binding honoured (the old rkey still works)
+  kSimMwBindUnchecked,             // sim: a bind WR skips its checks (MR without MW_BIND access,
+                                   // MW already bound, other PD, range outside the MR)
+  kSimMwWcOpcodeSend,              // sim: bind and local-invalidate CQEs carry opcode SEND
+                                   // instead of BIND_MW / LOCAL_INV
   kCount,
 };
 
@@ -191,6 +203,18 @@ inline std::string_view MutationName(Mutation m) {
       return "engine_c7_drop_failed_bring_up";
     case Mutation::kEngineResumeDropsOtherLedgers:
       return "engine_resume_drops_other_ledgers";
+    case Mutation::kSimIgnoreMrAccess:
+      return "sim_ignore_mr_access";
+    case Mutation::kSimMwAnyQp:
+      return "sim_mw_any_qp";
+    case Mutation::kSimMwIgnoreWindow:
+      return "sim_mw_ignore_window";
+    case Mutation::kSimMwInvalidateKeepsRkey:
+      return "sim_mw_invalidate_keeps_rkey";
+    case Mutation::kSimMwBindUnchecked:
+      return "sim_mw_bind_unchecked";
+    case Mutation::kSimMwWcOpcodeSend:
+      return "sim_mw_wc_opcode_send";
     case Mutation::kCount:
       break;
   }

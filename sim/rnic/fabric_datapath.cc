@@ -360,7 +360,12 @@ const Fabric::Mr* Fabric::ResolveRkey(uint32_t dev, uint32_t pd, uint32_t rkey, 
   if (idx == 0 || idx > mrs_.size()) return nullptr;
   const Mr& m = mrs_[idx - 1];
   if (!m.alive || m.key != rkey || m.dev != dev || (pd != kNone && m.pd != pd)) return nullptr;
-  if ((m.access & need_access) != need_access) return nullptr;
+  // The MR's own remote access flags (ibv_reg_mr): a WRITE into a region
+  // registered without REMOTE_WRITE is refused like a bad rkey.
+  if ((m.access & need_access) != need_access &&
+      !config_.mutations.on(base::Mutation::kSimIgnoreMrAccess)) {
+    return nullptr;
+  }
   const uint64_t base = reinterpret_cast<uint64_t>(m.addr);
   if (addr < base || addr + len > base + m.len || addr + len < addr) return nullptr;
   return &m;
