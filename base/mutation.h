@@ -88,6 +88,8 @@ enum class Mutation : uint32_t {
                                    // MW already bound, other PD, range outside the MR)
   kSimMwWcOpcodeSend,              // sim: bind and local-invalidate CQEs carry opcode SEND
                                    // instead of BIND_MW / LOCAL_INV
+  kSimMwDestroyQpUnchecked,        // sim: destroy_qp of a QP with a bound memory window
+                                   // succeeds silently (no bound_mw_at_destroy violation)
   kCount,
 };
 
@@ -215,6 +217,8 @@ inline std::string_view MutationName(Mutation m) {
       return "sim_mw_bind_unchecked";
     case Mutation::kSimMwWcOpcodeSend:
       return "sim_mw_wc_opcode_send";
+    case Mutation::kSimMwDestroyQpUnchecked:
+      return "sim_mw_destroy_qp_unchecked";
     case Mutation::kCount:
       break;
   }

@@ -262,6 +262,52 @@ TEST_P(Conformance, MwRkeyDeadAfterDealloc) {
   EXPECT_TRUE(rig.DeregExtraMr(1, m).ok()) << "the MR stayed pinned by a freed window";
 }
 
+// Retiring the endpoint a window is bound to: deallocate the window, then
+// destroy its QP; the rkey is refused on a new pair (in the sim the new B
+// QP even reuses the old QPN: a window is bound to the QP, not its number),
+// and the MR deregisters. The other order is a misuse: on rxe 6.1
+// destroy_qp then waits 50 s for the window's reference and the kernel
+// warns twice (measured, docs/hal.md), so the case never tries it on real
+// devices; the sim refuses it (violation bound_mw_at_destroy).
+TEST_P(Conformance, MwRetireDeallocThenDestroyQp) {
+  Rig rig(env());
+  ASSERT_TRUE(rig.ok());
+  auto p1 = rig.Connect();
+  ASSERT_TRUE(p1.ok()) << p1.status();
+  ExtraMr* m = rig.RegExtraMr(1, kAccess | hal::kAccessMwBind, kMrBytes, kFill);
+  ASSERT_NE(m, nullptr);
+  FERRY_ALLOC_MW_OR_SKIP(mw, rig);
+  const uint32_t rkey = Bind(rig, p1->b.qp, *mw, *m, 0, 16384, kRemoteRw);
+  ASSERT_NE(rkey, 0u);
+  std::fill(rig.a().buf.begin(), rig.a().buf.begin() + 64, 0xC4);
+  std::fill(rig.a().buf.begin() + 64, rig.a().buf.begin() + 128, 0xE2);
+  const hal::WorkCompletion before =
+      PostOne(rig, 0, p1->a.qp, rig.WrTo(Opcode::kRdmaWrite, 1, 0, m->addr(0), rkey, 64));
+  EXPECT_EQ(before.status, WcStatus::kSuccess);
+  if (env().traits().sim) {
+    const absl::Status early = rig.DestroyQp(1, p1->b.qp);
+    EXPECT_FALSE(early.ok()) << "destroy_qp of a QP with a bound window was not caught";
+    EXPECT_EQ(env().TakeViolations(), std::vector<std::string>{"bound_mw_at_destroy"});
+  }
+  ASSERT_TRUE(rig.DeallocMw(1, mw->mw).ok());
+  const uint64_t t0 = env().NowNs();
+  ASSERT_TRUE(rig.DestroyQp(1, p1->b.qp).ok());
+  const uint64_t destroy_ns = env().NowNs() - t0;
+  auto p2 = rig.Connect();
+  ASSERT_TRUE(p2.ok()) << p2.status();
+  const hal::WorkCompletion after =
+      PostOne(rig, 0, p2->a.qp, rig.WrTo(Opcode::kRdmaWrite, 2, 64, m->addr(0), rkey, 64));
+  std::printf(
+      "mw rkey %#x bound to qpn %#x: WRITE %s; dealloc, then destroy_qp took %.1f ms; new B qpn "
+      "%#x: WRITE %s\n",
+      rkey, p1->b.qp_num, StatusName(before.status).c_str(), static_cast<double>(destroy_ns) / 1e6,
+      p2->b.qp_num, StatusName(after.status).c_str());
+  EXPECT_EQ(after.status, WcStatus::kRemAccessErr)
+      << "a window outlived its retired QP: " << StatusName(after.status);
+  EXPECT_TRUE(m->Holds(0, 64, 0xC4)) << "a WRITE through a retired window changed B's bytes";
+  EXPECT_TRUE(rig.DeregExtraMr(1, m).ok());
+}
+
 // The bound range and access: a WRITE through a window bound for READ only
 // is refused; a WRITE through a read-write window but outside its range
 // (inside the MR) is refused where the device checks the window's range
