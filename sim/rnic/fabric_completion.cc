@@ -90,10 +90,15 @@ void Fabric::OnReadResp(uint32_t qi, Qp& q, uint64_t vpsn) {
   const uint64_t off = (vpsn - w.vpsn_first) * mtu;
   const uint64_t len = off < w.len ? std::min(mtu, w.len - off) : 0;
   if (len > 0) {
-    const uint32_t ri = q.dst_dev == kNone ? kNone : FindQpByNumber(q.dst_dev, q.attr.dest_qp_num);
-    const Mr* m = ri == kNone ? nullptr
-                              : ResolveRkey(q.dst_dev, kNone, ri, w.wr.rkey, w.wr.remote_addr,
-                                            w.len, hal::kAccessRemoteRead);
+    // A window rkey is honoured only for its bound QP, which must still be
+    // the responder; an MR rkey needs no responder (a response in flight
+    // lands even if the responder QP was destroyed meanwhile).
+    const uint32_t ri = IsMwKey(w.wr.rkey) && q.dst_dev != kNone
+                            ? FindQpByNumber(q.dst_dev, q.attr.dest_qp_num)
+                            : kNone;
+    const Mr* m = q.dst_dev == kNone ? nullptr
+                                     : ResolveRkey(q.dst_dev, kNone, ri, w.wr.rkey,
+                                                   w.wr.remote_addr, w.len, hal::kAccessRemoteRead);
     if (m == nullptr) {  // target fenced meanwhile: lost, the retry will NAK
       ++q.path_faults;
       return;
