@@ -81,6 +81,20 @@ enum class Mutation : uint32_t {
   kEngineAuthIgnoreAllowlist,      // engine: a message from a host outside the allowlist is read
   kEngineExposeToAllPeers,         // engine: the listener ignores a range's peer set
   kEngineC8NoRemoteAccessCheck,    // engine: Submit does not check a remote range's access
+  kSimIgnoreMrAccess,              // sim: the responder ignores an MR's remote access flags
+                                   // (a WRITE into a read-only MR is executed)
+  kSimMwAnyQp,                     // sim: a type 2 MW's rkey is honoured on any QP of its PD,
+                                   // not only on the QP it is bound to
+  kSimMwIgnoreWindow,              // sim: an MW rkey reaches its whole MR: the bound range and
+                                   // the bound access flags are not checked
+  kSimMwInvalidateKeepsRkey,       // sim: LOCAL_INV and DeallocMw succeed but leave the MW's
+                                   // binding honoured (the old rkey still works)
+  kSimMwBindUnchecked,             // sim: a bind WR skips its checks (MR without MW_BIND access,
+                                   // MW already bound, other PD, range outside the MR)
+  kSimMwWcOpcodeSend,              // sim: bind and local-invalidate CQEs carry opcode SEND
+                                   // instead of BIND_MW / LOCAL_INV
+  kSimMwDestroyQpUnchecked,        // sim: destroy_qp of a QP with a bound memory window
+                                   // succeeds silently (no bound_mw_at_destroy violation)
   kCount,
 };
 
@@ -206,6 +220,20 @@ inline std::string_view MutationName(Mutation m) {
       return "engine_expose_to_all_peers";
     case Mutation::kEngineC8NoRemoteAccessCheck:
       return "engine_c8_no_remote_access_check";
+    case Mutation::kSimIgnoreMrAccess:
+      return "sim_ignore_mr_access";
+    case Mutation::kSimMwAnyQp:
+      return "sim_mw_any_qp";
+    case Mutation::kSimMwIgnoreWindow:
+      return "sim_mw_ignore_window";
+    case Mutation::kSimMwInvalidateKeepsRkey:
+      return "sim_mw_invalidate_keeps_rkey";
+    case Mutation::kSimMwBindUnchecked:
+      return "sim_mw_bind_unchecked";
+    case Mutation::kSimMwWcOpcodeSend:
+      return "sim_mw_wc_opcode_send";
+    case Mutation::kSimMwDestroyQpUnchecked:
+      return "sim_mw_destroy_qp_unchecked";
     case Mutation::kCount:
       break;
   }

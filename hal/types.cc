@@ -51,6 +51,10 @@ std::string_view OpcodeName(Opcode op) {
       return "SEND";
     case Opcode::kRdmaWriteWithImm:
       return "RDMA_WRITE_WITH_IMM";
+    case Opcode::kBindMw:
+      return "BIND_MW";
+    case Opcode::kLocalInv:
+      return "LOCAL_INV";
   }
   return "?";
 }

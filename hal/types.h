@@ -1,7 +1,8 @@
 // hal/types.h: Ferry's own mirror of the verbs enums and structs.
 //
 // Owns: handles, WC status, QP state, opcodes, access flags, attribute masks,
-// async event types, work requests and completions, device/port attributes.
+// async event types, work requests and completions, device/port attributes,
+// memory windows (type 2: bound by a kBindMw WR, invalidated by kLocalInv).
 // What must stay true: nothing here depends on <infiniband/verbs.h>; the
 // ibverbs backend translates (hal/ibverbs/convert.cc, with static_asserts on
 // the values that must match), the simulated RNIC uses these directly.
@@ -37,12 +38,25 @@ using MrHandle = Handle<struct MrTag>;
 using CqHandle = Handle<struct CqTag>;
 using QpHandle = Handle<struct QpTag>;
 using CompChannelHandle = Handle<struct CompChannelTag>;
+using MwHandle = Handle<struct MwTag>;
 
 // ---------------------------------------------------------------- enums
 enum class QpState : uint8_t { kReset, kInit, kRtr, kRts, kSqd, kSqe, kErr };
 std::string_view QpStateName(QpState s);
 
-enum class Opcode : uint8_t { kRdmaWrite, kRdmaRead, kSend, kRdmaWriteWithImm };
+// Work request opcodes, and the opcode of a successful completion. kBindMw
+// and kLocalInv are local operations (no packet): a type 2 memory window's
+// bind (SendWr::bind) and the invalidation of an rkey (SendWr::
+// invalidate_rkey); their CQEs carry the same opcode (IBV_WC_BIND_MW,
+// IBV_WC_LOCAL_INV). Append only.
+enum class Opcode : uint8_t {
+  kRdmaWrite,
+  kRdmaRead,
+  kSend,
+  kRdmaWriteWithImm,
+  kBindMw,
+  kLocalInv,
+};
 std::string_view OpcodeName(Opcode op);
 
 // Completion statuses, same order and values as enum ibv_wc_status.
@@ -78,7 +92,20 @@ enum AccessFlags : uint32_t {
   kAccessRemoteWrite = 1u << 1,
   kAccessRemoteRead = 1u << 2,
   kAccessRemoteAtomic = 1u << 3,
+  kAccessMwBind = 1u << 4,  // MR only: memory windows may be bound to it
 };
+
+// Memory window types (ibv_mw_type). The HAL binds type 2 windows only (a
+// kBindMw WR on the QP the window is then bound to); type 1 is listed for
+// what ibv_alloc_mw accepts.
+enum class MwType : uint8_t { kType1 = 1, kType2 = 2 };
+
+// The next rkey of a memory window: same index (bits 8-31), tag byte + 1
+// (ibv_inc_rkey). A bind gives the window this key; every bind must change
+// it so an rkey from before the bind is never honoured again.
+constexpr uint32_t IncRkey(uint32_t rkey) {
+  return (rkey & ~uint32_t{0xff}) | ((rkey + 1) & uint32_t{0xff});
+}
 
 // QP attribute mask bits (values of enum ibv_qp_attr_mask).
 enum QpAttrMask : uint32_t {
@@ -154,6 +181,10 @@ struct DeviceAttr {
   uint64_t max_mr_size = 0;
   uint32_t max_qp_rd_atom = 0;
   uint8_t phys_port_cnt = 0;
+  uint32_t max_mw = 0;
+  // device_cap_flags has IBV_DEVICE_MEM_WINDOW_TYPE_2A or _2B: type 2 memory
+  // windows can be allocated and bound by a work request.
+  bool mw_type2 = false;
 };
 
 enum class PortState : uint8_t { kNop, kDown, kInit, kArmed, kActive, kActiveDefer };
@@ -172,6 +203,11 @@ struct MrInfo {
   MrHandle mr;
   uint32_t lkey = 0;
   uint32_t rkey = 0;
+};
+
+struct MwInfo {
+  MwHandle mw;
+  uint32_t rkey = 0;  // the rkey as allocated (unbound: no access through it)
 };
 
 struct CqInfo {
@@ -238,6 +274,23 @@ struct Sge {
 
 inline constexpr size_t kMaxSgeInline = 4;
 
+// The bind of a type 2 memory window (opcode kBindMw; ibv_send_wr.bind_mw):
+// the window, the MR and range [addr, addr + length) it exposes, the remote
+// access it grants (kAccessRemoteRead / kAccessRemoteWrite /
+// kAccessRemoteAtomic), and its new rkey (IncRkey of the current one; the
+// device takes only the tag byte). The MR must have kAccessMwBind, the
+// window must be unbound, and window, MR and QP must share one PD; else the
+// WR completes MW_BIND_ERR and the QP moves to ERR. Once bound, the window
+// is usable only by requests arriving on the QP that posted the bind.
+struct MwBind {
+  MwHandle mw;
+  MrHandle mr;
+  uint64_t addr = 0;
+  uint64_t length = 0;
+  uint32_t access = 0;
+  uint32_t rkey = 0;
+};
+
 struct SendWr {
   uint64_t wr_id = 0;
   Opcode opcode = Opcode::kRdmaWrite;
@@ -247,6 +300,8 @@ struct SendWr {
   uint64_t remote_addr = 0;
   uint32_t rkey = 0;
   uint32_t imm_data = 0;
+  MwBind bind;                   // kBindMw only (num_sge must be 0)
+  uint32_t invalidate_rkey = 0;  // kLocalInv only (num_sge must be 0)
 };
 
 struct WorkCompletion {

@@ -87,6 +87,17 @@ class Verbs {
   virtual absl::StatusOr<MrInfo> RegMr(PdHandle pd, void* addr, size_t length, uint32_t access) = 0;
   virtual absl::Status DeregMr(MrHandle mr) = 0;
 
+  // Memory windows (ibv_alloc_mw / ibv_dealloc_mw). AllocMw gives an unbound
+  // window of `pd` and its rkey, which grants nothing until a kBindMw WR binds
+  // it (type 2: to the QP that posts the bind, the only QP whose incoming
+  // requests may then use it); kUnimplemented where the device has no memory
+  // windows (EOPNOTSUPP). A kLocalInv WR naming its rkey, or DeallocMw,
+  // invalidates it: no request that arrives afterwards is executed through
+  // the old rkey. DeallocMw also frees the window. While a window is bound
+  // to an MR, DeregMr of that MR fails (kInvalidArgument, EINVAL).
+  virtual absl::StatusOr<MwInfo> AllocMw(PdHandle pd, MwType type) = 0;
+  virtual absl::Status DeallocMw(MwHandle mw) = 0;
+
   // Completion channels and CQ events.
   virtual absl::StatusOr<CompChannelHandle> CreateCompChannel(ContextHandle ctx) = 0;
   virtual absl::Status DestroyCompChannel(CompChannelHandle channel) = 0;

@@ -45,6 +45,10 @@ class VerbsWrapper : public Verbs {
     return target_->RegMr(pd, addr, length, access);
   }
   absl::Status DeregMr(MrHandle mr) override { return target_->DeregMr(mr); }
+  absl::StatusOr<MwInfo> AllocMw(PdHandle pd, MwType type) override {
+    return target_->AllocMw(pd, type);
+  }
+  absl::Status DeallocMw(MwHandle mw) override { return target_->DeallocMw(mw); }
   absl::StatusOr<CompChannelHandle> CreateCompChannel(ContextHandle ctx) override {
     return target_->CreateCompChannel(ctx);
   }

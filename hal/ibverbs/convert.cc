@@ -69,6 +69,9 @@ static_assert(V(kAccessLocalWrite) == V(IBV_ACCESS_LOCAL_WRITE));
 static_assert(V(kAccessRemoteWrite) == V(IBV_ACCESS_REMOTE_WRITE));
 static_assert(V(kAccessRemoteRead) == V(IBV_ACCESS_REMOTE_READ));
 static_assert(V(kAccessRemoteAtomic) == V(IBV_ACCESS_REMOTE_ATOMIC));
+static_assert(V(kAccessMwBind) == V(IBV_ACCESS_MW_BIND));
+static_assert(V(MwType::kType1) == IBV_MW_TYPE_1);
+static_assert(V(MwType::kType2) == IBV_MW_TYPE_2);
 static_assert(V(kSendFence) == V(IBV_SEND_FENCE));
 static_assert(V(kSendSignaled) == V(IBV_SEND_SIGNALED));
 static_assert(V(kSendSolicited) == V(IBV_SEND_SOLICITED));
@@ -115,11 +118,15 @@ Opcode ToOpcode(int ibv_wc_opcode) {
       return Opcode::kRdmaRead;
     case IBV_WC_RECV_RDMA_WITH_IMM:
       return Opcode::kRdmaWriteWithImm;
+    case IBV_WC_BIND_MW:
+      return Opcode::kBindMw;
+    case IBV_WC_LOCAL_INV:
+      return Opcode::kLocalInv;
     case IBV_WC_SEND:
     case IBV_WC_RECV:
     default:
-      // Ferry posts only READ, WRITE, WRITE_WITH_IMM and SEND on RC send
-      // queues; anything else is reported as SEND.
+      // Ferry posts only READ, WRITE, WRITE_WITH_IMM, SEND, BIND_MW and
+      // LOCAL_INV on RC send queues; anything else is reported as SEND.
       return Opcode::kSend;
   }
 }
@@ -241,6 +248,9 @@ DeviceAttr ToDeviceAttr(const ibv_device_attr& a) {
   out.max_mr_size = a.max_mr_size;
   out.max_qp_rd_atom = NonNeg(a.max_qp_rd_atom);
   out.phys_port_cnt = a.phys_port_cnt;
+  out.max_mw = NonNeg(a.max_mw);
+  out.mw_type2 =
+      (a.device_cap_flags & (IBV_DEVICE_MEM_WINDOW_TYPE_2A | IBV_DEVICE_MEM_WINDOW_TYPE_2B)) != 0;
   return out;
 }
 
@@ -299,6 +309,8 @@ ibv_qp_cap ToIbvQpCap(const QpCap& c) {
   out.max_inline_data = c.max_inline_data;
   return out;
 }
+
+ibv_mw_type ToIbvMwType(MwType t) { return static_cast<ibv_mw_type>(V(t)); }
 
 ibv_qp_attr ToIbvQpAttr(const QpAttr& a) {
   ibv_qp_attr out{};
@@ -359,11 +371,41 @@ absl::StatusOr<QpAttr> ToQpAttr(const ibv_qp_attr& a) {
   return out;
 }
 
-absl::Status ToIbvSendWr(const SendWr& in, ibv_send_wr* wr, ibv_sge* sges) {
+namespace {
+
+bool IsLocalOp(Opcode op) { return op == Opcode::kBindMw || op == Opcode::kLocalInv; }
+
+// The fields of a bind WR (ibv_send_wr.bind_mw), once mw and mr are resolved.
+absl::Status FillBind(const SendWr& in, ibv_mw* mw, ibv_mr* mr, ibv_send_wr* wr) {
+  if (mw == nullptr || mr == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("send WR %d: bind without its memory window and region", in.wr_id));
+  }
+  if (absl::Status s = CheckAccessFlags(in.bind.access); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrFormat("send WR %d: %s", in.wr_id, s.message()));
+  }
+  wr->opcode = IBV_WR_BIND_MW;
+  wr->bind_mw.mw = mw;
+  wr->bind_mw.rkey = in.bind.rkey;
+  wr->bind_mw.bind_info.mr = mr;
+  wr->bind_mw.bind_info.addr = in.bind.addr;
+  wr->bind_mw.bind_info.length = in.bind.length;
+  wr->bind_mw.bind_info.mw_access_flags = in.bind.access;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ToIbvSendWr(const SendWr& in, ibv_send_wr* wr, ibv_sge* sges, ibv_mw* mw, ibv_mr* mr) {
   FERRY_CHECK(wr != nullptr && sges != nullptr);
   if (in.num_sge > kMaxSgeInline) {
     return absl::InvalidArgumentError(
         absl::StrFormat("send WR %d: num_sge %d > %d", in.wr_id, in.num_sge, kMaxSgeInline));
+  }
+  if (IsLocalOp(in.opcode) && in.num_sge != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("send WR %d: a %s WR carries no SGE (num_sge %d)", in.wr_id,
+                        OpcodeName(in.opcode), in.num_sge));
   }
   if ((in.send_flags & ~kAllSendFlags) != 0) {
     return absl::InvalidArgumentError(absl::StrFormat("send WR %d: unknown send flag bits 0x%x",
@@ -393,6 +435,12 @@ absl::Status ToIbvSendWr(const SendWr& in, ibv_send_wr* wr, ibv_sge* sges) {
     case Opcode::kRdmaWriteWithImm:
       wr->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
       break;
+    case Opcode::kBindMw:
+      return FillBind(in, mw, mr, wr);
+    case Opcode::kLocalInv:
+      wr->opcode = IBV_WR_LOCAL_INV;
+      wr->invalidate_rkey = in.invalidate_rkey;
+      return absl::OkStatus();
     default:
       return absl::InvalidArgumentError(
           absl::StrFormat("send WR %d: unknown opcode %d", in.wr_id, V(in.opcode)));

@@ -3,7 +3,7 @@
 // Owns: every translation between hal/types.h and <infiniband/verbs.h>, and
 // the static_asserts (in convert.cc) that pin the values Ferry mirrors
 // one-to-one (WC status, QP state, MTU, port state, access flags, send flags,
-// QP attribute mask bits).
+// QP attribute mask bits, memory window types).
 // What must stay true: only hal/ibverbs includes this header (it pulls in
 // <infiniband/verbs.h>). Conversions from Ferry values reject anything
 // libibverbs would misread (unknown flag or mask bits, too many SGEs) with
@@ -26,8 +26,8 @@
 namespace ferry::hal::ibverbs {
 
 // All bits Ferry defines, per bit set.
-inline constexpr uint32_t kAllAccessFlags =
-    kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
+inline constexpr uint32_t kAllAccessFlags = kAccessLocalWrite | kAccessRemoteWrite |
+                                            kAccessRemoteRead | kAccessRemoteAtomic | kAccessMwBind;
 inline constexpr uint32_t kAllSendFlags = kSendFence | kSendSignaled | kSendSolicited | kSendInline;
 inline constexpr uint32_t kAllQpAttrMask = (kQpDestQpn << 1) - 1;
 
@@ -61,13 +61,17 @@ ibv_gid ToIbvGid(const Gid& g);
 absl::StatusOr<GidType> ToGidType(uint32_t ibv_gid_type);
 QpCap ToQpCap(const ibv_qp_cap& c);
 ibv_qp_cap ToIbvQpCap(const QpCap& c);
+ibv_mw_type ToIbvMwType(MwType t);
 ibv_qp_attr ToIbvQpAttr(const QpAttr& a);
 absl::StatusOr<QpAttr> ToQpAttr(const ibv_qp_attr& a);
 
 // Work requests: fills `wr` (wr->next left null) and `sges` (room for
-// kMaxSgeInline entries). kInvalidArgument on too many SGEs or unknown
-// send-flag bits.
-absl::Status ToIbvSendWr(const SendWr& in, ibv_send_wr* wr, ibv_sge* sges);
+// kMaxSgeInline entries). kInvalidArgument on too many SGEs, unknown
+// send-flag or access bits, an SGE on a bind or local-invalidate WR, or a
+// bind without its window `mw` and region `mr` (the caller resolves
+// in.bind's handles to them; both are ignored for other opcodes).
+absl::Status ToIbvSendWr(const SendWr& in, ibv_send_wr* wr, ibv_sge* sges, ibv_mw* mw = nullptr,
+                         ibv_mr* mr = nullptr);
 
 }  // namespace ferry::hal::ibverbs
 

@@ -83,6 +83,10 @@ struct MrEntry {
   ibv_mr* mr = nullptr;
   uint64_t ctx = 0;
 };
+struct MwEntry {
+  ibv_mw* mw = nullptr;
+  uint64_t ctx = 0;
+};
 struct ChannelEntry {
   ibv_comp_channel* channel = nullptr;
   uint64_t ctx = 0;
@@ -113,6 +117,8 @@ class IbverbsVerbs final : public Verbs {
   absl::Status DeallocPd(PdHandle pd) override;
   absl::StatusOr<MrInfo> RegMr(PdHandle pd, void* addr, size_t length, uint32_t access) override;
   absl::Status DeregMr(MrHandle mr) override;
+  absl::StatusOr<MwInfo> AllocMw(PdHandle pd, MwType type) override;
+  absl::Status DeallocMw(MwHandle mw) override;
 
   absl::StatusOr<CompChannelHandle> CreateCompChannel(ContextHandle ctx) override;
   absl::Status DestroyCompChannel(CompChannelHandle channel) override;
@@ -152,6 +158,15 @@ class IbverbsVerbs final : public Verbs {
     if (it == t.end()) return UnknownHandle(kind, id);
     return it->second;
   }
+  // ibverbs::ToIbvSendWr with a bind's window and region resolved from
+  // their handles (kInvalidArgument for an unknown one).
+  absl::Status ConvertSendWr(const SendWr& in, ibv_send_wr* wr, ibv_sge* sges) const
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    if (in.opcode != Opcode::kBindMw) return ibverbs::ToIbvSendWr(in, wr, sges);
+    FERRY_ASSIGN_OR_RETURN(const MwEntry mw, Lookup(&IbverbsVerbs::mws_, "MW", in.bind.mw.id));
+    FERRY_ASSIGN_OR_RETURN(const MrEntry mr, Lookup(&IbverbsVerbs::mrs_, "MR", in.bind.mr.id));
+    return ibverbs::ToIbvSendWr(in, wr, sges, mw.mw, mr.mr);
+  }
   uint64_t NewId() ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     const uint64_t id = next_id_++;
@@ -189,6 +204,7 @@ class IbverbsVerbs final : public Verbs {
   absl::btree_map<uint64_t, CtxEntry> contexts_ ABSL_GUARDED_BY(mu_);
   absl::btree_map<uint64_t, PdEntry> pds_ ABSL_GUARDED_BY(mu_);
   absl::btree_map<uint64_t, MrEntry> mrs_ ABSL_GUARDED_BY(mu_);
+  absl::btree_map<uint64_t, MwEntry> mws_ ABSL_GUARDED_BY(mu_);
   absl::btree_map<uint64_t, ChannelEntry> channels_ ABSL_GUARDED_BY(mu_);
   absl::btree_map<uint64_t, CqEntry> cqs_ ABSL_GUARDED_BY(mu_);
   absl::btree_map<uint64_t, QpEntry> qps_ ABSL_GUARDED_BY(mu_);
@@ -265,9 +281,13 @@ absl::StatusOr<ContextHandle> IbverbsVerbs::OpenDevice(std::string_view name) {
 
 absl::Status IbverbsVerbs::CloseDevice(ContextHandle handle) {
   FERRY_ASSIGN_OR_RETURN(const CtxEntry c, Lookup(&IbverbsVerbs::contexts_, "context", handle.id));
-  // Dependents first: QPs hold CQs and PDs, MRs hold PDs, CQs hold channels.
-  // A destroy that fails here is left to ibv_close_device, which makes the
-  // kernel destroy whatever the context still holds (as process exit does).
+  // Dependents first: memory windows hold their MR and (type 2, bound) their
+  // QP, QPs hold CQs and PDs, MRs hold PDs, CQs hold channels. A destroy that
+  // fails here is left to ibv_close_device, which makes the kernel destroy
+  // whatever the context still holds (as process exit does).
+  for (const auto& [id, e] : ChildrenOf(&IbverbsVerbs::mws_, handle.id)) {
+    if (ibv_dealloc_mw(e.mw) == 0) Erase(&IbverbsVerbs::mws_, id);
+  }
   for (const auto& [id, e] : ChildrenOf(&IbverbsVerbs::qps_, handle.id)) {
     if (ibv_destroy_qp(e.qp) == 0) Erase(&IbverbsVerbs::qps_, id);
   }
@@ -292,6 +312,7 @@ absl::Status IbverbsVerbs::CloseDevice(ContextHandle handle) {
       it = it->second.ctx == handle.id ? table.erase(it) : std::next(it);
     }
   };
+  drop(mws_);
   drop(qps_);
   drop(cqs_);
   drop(mrs_);
@@ -386,6 +407,26 @@ absl::Status IbverbsVerbs::DeregMr(MrHandle handle) {
     return ErrnoToStatus("ibv_dereg_mr", RetErrno(ret));
   }
   Erase(&IbverbsVerbs::mrs_, handle.id);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<MwInfo> IbverbsVerbs::AllocMw(PdHandle handle, MwType type) {
+  FERRY_ASSIGN_OR_RETURN(const PdEntry p, Lookup(&IbverbsVerbs::pds_, "PD", handle.id));
+  errno = 0;
+  ibv_mw* mw = ibv_alloc_mw(p.pd, ibverbs::ToIbvMwType(type));
+  // EOPNOTSUPP (no alloc_mw in the provider) reads kUnimplemented.
+  if (mw == nullptr) return ErrnoToStatus("ibv_alloc_mw", errno);
+  const uint64_t id = NewId();
+  Insert(&IbverbsVerbs::mws_, id, MwEntry{mw, p.ctx});
+  return MwInfo{MwHandle{id}, mw->rkey};
+}
+
+absl::Status IbverbsVerbs::DeallocMw(MwHandle handle) {
+  FERRY_ASSIGN_OR_RETURN(const MwEntry m, Lookup(&IbverbsVerbs::mws_, "MW", handle.id));
+  if (const int ret = ibv_dealloc_mw(m.mw); ret != 0) {
+    return ErrnoToStatus("ibv_dealloc_mw", RetErrno(ret));
+  }
+  Erase(&IbverbsVerbs::mws_, handle.id);
   return absl::OkStatus();
 }
 
@@ -576,7 +617,7 @@ PostResult IbverbsVerbs::PostSend(QpHandle handle, absl::Span<const SendWr> chai
     size_t valid = n;
     absl::Status invalid;
     for (size_t i = 0; i < n; ++i) {
-      invalid = ibverbs::ToIbvSendWr(chain[base + i], &wrs[i], sges[i]);
+      invalid = ConvertSendWr(chain[base + i], &wrs[i], sges[i]);
       if (!invalid.ok()) {
         valid = i;
         break;

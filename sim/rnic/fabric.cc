@@ -6,8 +6,8 @@
 // packets), fabric_responder.cc, fabric_completion.cc (responses, retry
 // timer, error and flush, CQEs, overrun), fabric_faults.cc (link and
 // scripted faults), fabric_stall.cc (the stall kinds: a QP that hangs and
-// recovers, a held move to ERR, a duplicated CQE) and sim_verbs.cc (the
-// hal::Verbs adapter).
+// recovers, a held move to ERR, a duplicated CQE), fabric_mw.cc (memory
+// windows) and sim_verbs.cc (the hal::Verbs adapter).
 //
 // What must stay true: a failed call changes nothing; every object created is
 // counted in live_/created_ and uncounted exactly once when destroyed (by its
@@ -44,6 +44,7 @@ hal::DeviceAttr ProfileLimits(RnicProfile p) {
     a.max_pd = 16777216;
     a.max_mr_size = ~uint64_t{0};
     a.max_qp_rd_atom = 16;
+    a.max_mw = 16777216;
   } else {
     a.max_qp = 65536;
     a.max_qp_wr = 16384;
@@ -54,8 +55,10 @@ hal::DeviceAttr ProfileLimits(RnicProfile p) {
     a.max_pd = 65536;
     a.max_mr_size = ~uint64_t{0};
     a.max_qp_rd_atom = 128;
+    a.max_mw = 524287;  // ibv_devinfo -v on rxe, kernel 6.1
   }
   a.phys_port_cnt = 1;
+  a.mw_type2 = true;  // ConnectX: type 2B; rxe: MEM_WINDOW_TYPE_2B (measured)
   return a;
 }
 
@@ -77,6 +80,8 @@ std::string_view ViolationKindName(ViolationKind k) {
       return "remote_after_fence";
     case ViolationKind::kMispairedQps:
       return "mispaired_qps";
+    case ViolationKind::kBoundMwAtDestroy:
+      return "bound_mw_at_destroy";
   }
   return "?";
 }
@@ -95,6 +100,8 @@ std::string_view ObjectKindName(ObjectKind k) {
       return "cq";
     case ObjectKind::kQp:
       return "qp";
+    case ObjectKind::kMw:
+      return "mw";
     case ObjectKind::kCount:
       break;
   }
@@ -273,6 +280,15 @@ absl::StatusOr<uint32_t> Fabric::CheckMr(uint32_t host, hal::MrHandle h, std::st
   if (!mrs_[idx].alive) {
     return Violate(ViolationKind::kDestroyedHandle,
                    absl::StrCat(AV(call), ": mr ", h.id, " was deregistered"));
+  }
+  return idx;
+}
+
+absl::StatusOr<uint32_t> Fabric::CheckMw(uint32_t host, hal::MwHandle h, std::string_view call) {
+  FERRY_SIM_CHECK_HANDLE_(mws_, "mw", ctxs_[mws_[idx].ctx].host);
+  if (!mws_[idx].alive) {
+    return Violate(ViolationKind::kDestroyedHandle,
+                   absl::StrCat(AV(call), ": mw ", h.id, " was deallocated"));
   }
   return idx;
 }
@@ -477,7 +493,7 @@ absl::StatusOr<hal::MrInfo> Fabric::VerbRegMr(uint32_t host, hal::PdHandle pd, v
   if (ctxs_[ci].fatal) return Errno("ibv_reg_mr", EIO);
   if (d.live_mr >= limits_.max_mr) return Errno("ibv_reg_mr", ENOMEM);
   if (InjectFault(FaultKind::kResourceFail)) return Errno("ibv_reg_mr", ENOMEM);
-  if (mrs_.size() >= (1u << 24) - 1) return Errno("ibv_reg_mr", ENOMEM);
+  if (mrs_.size() >= (1u << 23) - 1) return Errno("ibv_reg_mr", ENOMEM);  // key bit 31 is 0
   Mr mr;
   mr.ctx = ci;
   mr.pd = pi;
@@ -497,6 +513,8 @@ absl::StatusOr<hal::MrInfo> Fabric::VerbRegMr(uint32_t host, hal::PdHandle pd, v
 absl::Status Fabric::VerbDeregMr(uint32_t host, hal::MrHandle mr) {
   FERRY_ASSIGN_OR_RETURN(const uint32_t mi, CheckMr(host, mr, "ibv_dereg_mr"));
   Mr& m = mrs_[mi];
+  // A bound memory window holds its MR (rxe_dereg_mr: "mr has mw's bound").
+  if (m.bound_mws > 0) return Errno("ibv_dereg_mr", EINVAL);
   m.alive = false;
   --pds_[m.pd].live_children;
   --devices_[m.dev].live_mr;
@@ -657,7 +675,11 @@ absl::StatusOr<uint32_t> Fabric::VerbPollCq(uint32_t host, hal::CqHandle cq,
 void Fabric::CloseCtxNow(uint32_t ci) {
   Context& c = ctxs_[ci];
   FERRY_CHECK(c.alive);
-  // As process exit: QPs, CQs, MRs, channels, PDs, in dependency order.
+  // As process exit: windows, QPs, CQs, MRs, channels, PDs, in dependency
+  // order.
+  for (uint32_t wi = 0; wi < mws_.size(); ++wi) {
+    if (mws_[wi].alive && mws_[wi].ctx == ci) FreeMwNow(wi);
+  }
   for (uint32_t qi = 0; qi < qps_.size(); ++qi) {
     if (qps_[qi]->alive && qps_[qi]->ctx == ci) DestroyQpNow(qi, true);
   }
@@ -858,6 +880,12 @@ std::vector<std::string> Fabric::LiveObjects() const {
   for (size_t i = 0; i < mrs_.size(); ++i) {
     if (mrs_[i].alive) {
       out.push_back(absl::StrCat("mr ", i + 1, " ", where(mrs_[i].ctx), " len=", mrs_[i].len));
+    }
+  }
+  for (size_t i = 0; i < mws_.size(); ++i) {
+    if (mws_[i].alive) {
+      out.push_back(
+          absl::StrCat("mw ", i + 1, " ", where(mws_[i].ctx), mws_[i].bound ? " bound" : " free"));
     }
   }
   for (size_t i = 0; i < channels_.size(); ++i) {

@@ -13,7 +13,10 @@
 //   retransmission and partial placement, responder rules, retry budget,
 //   per-QP completion order with seeded interleaving across QPs,
 //   error-then-flush, destroy profiles mlx5/rxe, overrun, async events,
-//   device close, QPN reuse, misuse of handles fails the run.
+//   device close, QPN reuse, misuse of handles fails the run; an MR's
+//   remote access flags; type 2 memory windows (fabric_mw.cc: bound to one
+//   QP, bound access and range checked, refused at once after LOCAL_INV or
+//   dealloc, bind checks, BIND_MW / LOCAL_INV completions).
 // - Determinism: every decision depends only on the seed (the Prng given at
 //   construction), the config and the calls made; events fire in (time,
 //   sequence number) order; no iteration over unordered containers.
@@ -102,6 +105,7 @@ enum class ViolationKind : uint8_t {
   kLocalAfterRelease,  // DMA touched a released (or fenced) local range
   kRemoteAfterFence,   // DMA touched a fenced (or released) remote range
   kMispairedQps,       // two QPs name each other but one's send PSN is not the other's RTR PSN
+  kBoundMwAtDestroy,   // destroy_qp of a QP a memory window is still bound to (rxe blocks 50 s)
 };
 std::string_view ViolationKindName(ViolationKind k);
 
@@ -112,7 +116,7 @@ struct Violation {
   std::string message;
 };
 
-enum class ObjectKind : uint8_t { kContext, kPd, kMr, kCompChannel, kCq, kQp, kCount };
+enum class ObjectKind : uint8_t { kContext, kPd, kMr, kCompChannel, kCq, kQp, kMw, kCount };
 std::string_view ObjectKindName(ObjectKind k);
 
 // Per-CQ ground truth for the engine's quota check (docs/design.md section 6).
@@ -385,7 +389,7 @@ class Fabric final : public Actor {
     // Egress serialization of the port (per direction, shared by every QP
     // of the device: requests, ACK/NAKs and READ responses it sends).
     uint64_t tx_free_ns = 0;
-    uint32_t live_qp = 0, live_cq = 0, live_mr = 0, live_pd = 0;
+    uint32_t live_qp = 0, live_cq = 0, live_mr = 0, live_pd = 0, live_mw = 0;
     uint32_t cq_ordinal = 0;
     uint32_t script_cq_create_fail = 0;                 // scripted resource_fail on a cq target
     absl::flat_hash_map<uint32_t, uint32_t> qpn_to_qp;  // lookup only
@@ -411,6 +415,20 @@ class Fabric final : public Actor {
     size_t len = 0;
     uint32_t access = 0;
     uint32_t key = 0;
+    uint32_t bound_mws = 0;  // memory windows bound to it: dereg fails (EINVAL)
+  };
+  // A type 2 memory window (fabric_mw.cc). Its key has bit 31 set (MR keys
+  // never do): index (position in mws_ + 1) in bits 8-30, tag in bits 0-7.
+  // Bound: requests arriving on QP `qp` may use `key` on [addr, addr + len)
+  // of MR `mr` with `access`. Freed windows keep their slot (no reuse).
+  struct Mw {
+    bool alive = true;
+    bool bound = false;
+    uint32_t ctx = 0, pd = 0, dev = 0;
+    uint32_t key = 0;
+    uint32_t mr = kNone, qp = kNone;
+    uint64_t addr = 0, len = 0;
+    uint32_t access = 0;
   };
   struct Channel {
     bool alive = true;
@@ -442,6 +460,9 @@ class Fabric final : public Actor {
     uint32_t npkts = 0;
     bool signaled = false;
     bool started = false;
+    // A local operation (kBindMw, kLocalInv): its result, set when the
+    // requester reached it (started); it completes when it is the head.
+    hal::WcStatus local_status = hal::WcStatus::kSuccess;
     // A WRITE completed in error while packets were on the wire: the bytes
     // those packets carry, taken from the local buffer at completion time
     // (an RNIC fetched them at transmit; the buffer was still the task's).
@@ -526,6 +547,25 @@ class Fabric final : public Actor {
   absl::StatusOr<hal::MrInfo> VerbRegMr(uint32_t host, hal::PdHandle pd, void* addr, size_t len,
                                         uint32_t access);
   absl::Status VerbDeregMr(uint32_t host, hal::MrHandle mr);
+  // Memory windows (fabric_mw.cc).
+  absl::StatusOr<hal::MwInfo> VerbAllocMw(uint32_t host, hal::PdHandle pd, hal::MwType type);
+  absl::Status VerbDeallocMw(uint32_t host, hal::MwHandle mw);
+  void FreeMwNow(uint32_t wi);
+  // Live windows bound to QP qi (destroy_qp refuses while there are any).
+  uint32_t BoundMwsOf(uint32_t qi) const;
+  void UnbindMw(Mw& w);
+  // A bind or local-invalidate WR of QP qi, executed when the requester
+  // reaches it; its completion status.
+  hal::WcStatus ExecuteLocalOp(uint32_t qi, const Qp& q, const hal::SendWr& wr);
+  hal::WcStatus ExecuteBind(uint32_t qi, const Qp& q, const hal::MwBind& b);
+  hal::WcStatus ExecuteLocalInv(const Qp& q, uint32_t rkey);
+  // Completes the executed local operations at the head of q's send queue
+  // (a failed one fails the QP and flushes the rest).
+  void CompleteLocalOpsAtHead(uint32_t qi, Qp& q);
+  // The MR a window rkey reaches for a request of `len` bytes at `addr`
+  // arriving on responder QP `responder_qi`, or nullptr when refused.
+  const Mr* ResolveMw(uint32_t dev, uint32_t pd, uint32_t responder_qi, uint32_t rkey,
+                      uint64_t addr, uint64_t len, uint32_t need_access) const;
   absl::StatusOr<hal::CompChannelHandle> VerbCreateCompChannel(uint32_t host,
                                                                hal::ContextHandle ctx);
   absl::Status VerbDestroyCompChannel(uint32_t host, hal::CompChannelHandle ch);
@@ -552,6 +592,9 @@ class Fabric final : public Actor {
   absl::Status VerbDestroyQp(uint32_t host, hal::QpHandle qp);
   hal::PostResult VerbPostSend(uint32_t host, hal::QpHandle qp,
                                absl::Span<const hal::SendWr> chain);
+  // Puts one checked WR of `len` bytes on q's send queue (flushed at once
+  // when q is in ERR).
+  void EnqueueWr(uint32_t qi, Qp& q, const hal::SendWr& wr, uint64_t len, uint64_t mtu);
   absl::StatusOr<hal::AsyncEvent> VerbGetAsyncEvent(uint32_t host, hal::ContextHandle ctx);
   void VerbAckAsyncEvent(uint32_t host, const hal::AsyncEvent& ev);
 
@@ -559,6 +602,10 @@ class Fabric final : public Actor {
   absl::StatusOr<uint32_t> CheckCtx(uint32_t host, hal::ContextHandle h, std::string_view call);
   absl::StatusOr<uint32_t> CheckPd(uint32_t host, hal::PdHandle h, std::string_view call);
   absl::StatusOr<uint32_t> CheckMr(uint32_t host, hal::MrHandle h, std::string_view call);
+  absl::StatusOr<uint32_t> CheckMw(uint32_t host, hal::MwHandle h, std::string_view call);
+  // A kBindMw WR's window and MR are live handles of the caller's host
+  // (post_send's check; anything else is OK).
+  absl::Status CheckBindHandles(uint32_t host, const hal::SendWr& wr);
   absl::StatusOr<uint32_t> CheckChannel(uint32_t host, hal::CompChannelHandle h,
                                         std::string_view call);
   absl::StatusOr<uint32_t> CheckCq(uint32_t host, hal::CqHandle h, std::string_view call);
@@ -632,7 +679,10 @@ class Fabric final : public Actor {
   // means its response was lost (implied NAK): retransmit from it, unless
   // `implied_nak` is false (then stop there).
   void AckUpTo(uint32_t qi, Qp& q, uint64_t vpsn_last, bool implied_nak = true);
+  // Completes the WR at the head, then the executed local operations
+  // behind it (CompleteOne: the head only).
   void CompleteHead(uint32_t qi, Qp& q);
+  void CompleteOne(uint32_t qi, Qp& q);
   void FailAndFlush(uint32_t qi, Qp& q, uint64_t fail_seq, hal::WcStatus status);
   void EnterErr(uint32_t qi, Qp& q);
   // Saves, for each outstanding WRITE with packets already sent, the bytes
@@ -651,8 +701,10 @@ class Fabric final : public Actor {
   uint64_t TimeoutNs(const Qp& q) const;
   bool DmaLocal(uint32_t qi, Qp& q, const Wr& w, uint64_t off, uint64_t len, uint8_t* remote,
                 bool to_remote);
-  const Mr* ResolveRkey(uint32_t dev, uint32_t pd, uint32_t rkey, uint64_t addr, uint64_t len,
-                        uint32_t need_access) const;
+  // The MR an rkey (an MR's or a window's) reaches for a request arriving
+  // on responder QP `responder_qi` of device `dev`, or nullptr when refused.
+  const Mr* ResolveRkey(uint32_t dev, uint32_t pd, uint32_t responder_qi, uint32_t rkey,
+                        uint64_t addr, uint64_t len, uint32_t need_access) const;
   // `path_faults` (nullable) counts a straggler delay.
   // Reserves `payload_bytes` + headers on device `dev`'s egress port from
   // now; returns when the packet has left.
@@ -740,6 +792,7 @@ class Fabric final : public Actor {
   std::vector<Context> ctxs_;
   std::vector<Pd> pds_;
   std::vector<Mr> mrs_;
+  std::vector<Mw> mws_;
   std::vector<Channel> channels_;
   std::vector<Cq> cqs_;
   std::vector<std::vector<uint32_t>> owned_cqs_;  // by owner actor: CQ indices bound to it

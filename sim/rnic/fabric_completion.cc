@@ -23,6 +23,11 @@ namespace ferry::sim {
 using namespace fabric_internal;  // NOLINT(build/namespaces): the fabric's own helpers
 
 void Fabric::CompleteHead(uint32_t qi, Qp& q) {
+  CompleteOne(qi, q);
+  CompleteLocalOpsAtHead(qi, q);
+}
+
+void Fabric::CompleteOne(uint32_t qi, Qp& q) {
   Wr& w = q.sq[q.done_seq % q.sq.size()];
   FERRY_CHECK_EQ(w.seq, q.done_seq);
   ++q.done_seq;
@@ -34,6 +39,7 @@ void Fabric::AckUpTo(uint32_t qi, Qp& q, uint64_t last, bool implied_nak) {
   bool implied = false;
   while (q.done_seq < q.post_seq && q.ack_vpsn <= last && Executing(q.attr.qp_state)) {
     Wr& w = q.sq[q.done_seq % q.sq.size()];
+    if (IsLocalOp(w.wr.opcode)) break;  // completes when executed (CompleteLocalOpsAtHead)
     const uint64_t end = w.vpsn_first + w.npkts;
     if (w.wr.opcode == hal::Opcode::kRdmaRead) {
       // An ACK beyond an unfinished READ: its response was lost (implied
@@ -84,9 +90,15 @@ void Fabric::OnReadResp(uint32_t qi, Qp& q, uint64_t vpsn) {
   const uint64_t off = (vpsn - w.vpsn_first) * mtu;
   const uint64_t len = off < w.len ? std::min(mtu, w.len - off) : 0;
   if (len > 0) {
+    // A window rkey is honoured only for its bound QP, which must still be
+    // the responder; an MR rkey needs no responder (a response in flight
+    // lands even if the responder QP was destroyed meanwhile).
+    const uint32_t ri = IsMwKey(w.wr.rkey) && q.dst_dev != kNone
+                            ? FindQpByNumber(q.dst_dev, q.attr.dest_qp_num)
+                            : kNone;
     const Mr* m = q.dst_dev == kNone ? nullptr
-                                     : ResolveRkey(q.dst_dev, kNone, w.wr.rkey, w.wr.remote_addr,
-                                                   w.len, hal::kAccessRemoteRead);
+                                     : ResolveRkey(q.dst_dev, kNone, ri, w.wr.rkey,
+                                                   w.wr.remote_addr, w.len, hal::kAccessRemoteRead);
     if (m == nullptr) {  // target fenced meanwhile: lost, the retry will NAK
       ++q.path_faults;
       return;
@@ -268,7 +280,10 @@ void Fabric::EmitCqe(uint32_t qi, Qp& q, const Wr& w, WcStatus status) {
   c.wc.status = status;
   c.wc.qp_num = q.qpn;
   if (status == WcStatus::kSuccess) {
-    c.wc.opcode = w.wr.opcode;
+    c.wc.opcode = w.wr.opcode;  // BIND_MW and LOCAL_INV too (rxe_comp.c wr_to_wc_opcode)
+    if (IsLocalOp(w.wr.opcode) && config_.mutations.on(base::Mutation::kSimMwWcOpcodeSend)) {
+      c.wc.opcode = hal::Opcode::kSend;
+    }
     c.wc.byte_len = static_cast<uint32_t>(w.len);
     c.wc.vendor_err = 0;
   } else if (config_.profile == RnicProfile::kRxe) {

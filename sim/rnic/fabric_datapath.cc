@@ -175,10 +175,16 @@ hal::PostResult Fabric::VerbPostSend(uint32_t host, hal::QpHandle qph,
       err = ENOMEM;
     } else if (!can_post) {
       err = EINVAL;
-    } else if (wr.opcode != hal::Opcode::kRdmaWrite && wr.opcode != hal::Opcode::kRdmaRead) {
+    } else if (wr.opcode != hal::Opcode::kRdmaWrite && wr.opcode != hal::Opcode::kRdmaRead &&
+               !IsLocalOp(wr.opcode)) {
       err = EINVAL;  // SEND/WRITE_WITH_IMM need receive queues: not modelled
-    } else if (wr.num_sge > q.cap.max_send_sge || wr.num_sge > hal::kMaxSgeInline) {
+    } else if (wr.num_sge > q.cap.max_send_sge || wr.num_sge > hal::kMaxSgeInline ||
+               (IsLocalOp(wr.opcode) && wr.num_sge != 0)) {
       err = EINVAL;
+    } else if (absl::Status bad = CheckBindHandles(host, wr); !bad.ok()) {
+      r.status = bad;  // a destroyed or foreign window or MR: a violation
+      r.first_bad = i;
+      return r;
     } else if (q.post_seq - q.free_seq >= q.cap.max_send_wr) {
       err = ENOMEM;  // slots free when CQEs are polled, not on execution
     } else {
@@ -191,28 +197,36 @@ hal::PostResult Fabric::VerbPostSend(uint32_t host, hal::QpHandle qph,
       if (Executing(s) && !q.hung) Kick(qi);
       return r;
     }
-    Wr& w = q.sq[q.post_seq % q.sq.size()];
-    w.seq = q.post_seq++;
-    w.wr = wr;
-    if (!w.sent_payload.empty()) w.sent_payload = {};
-    w.len = len;
-    w.npkts = static_cast<uint32_t>(std::max<uint64_t>(1, (len + mtu - 1) / mtu));
-    w.vpsn_first = q.next_vpsn;
-    q.next_vpsn += w.npkts;
-    w.signaled = q.sq_sig_all || (wr.send_flags & hal::kSendSignaled) != 0;
-    w.started = false;
-    w.post_index = stats_.wrs_posted++;
-    if (s == QpState::kErr && !q.hung && q.done_seq == w.seq) {
-      // Posted in ERR: flushed at once.
-      ++q.done_seq;
-      q.send_seq = q.post_seq;
-      q.sent_vpsn = q.ack_vpsn = q.next_vpsn;
-      EmitCqe(qi, q, w, WcStatus::kWrFlushErr);
-    }
+    EnqueueWr(qi, q, wr, len, mtu);
   }
   r.first_bad = static_cast<uint32_t>(chain.size());
   if (s == QpState::kRts && !q.hung) Kick(qi);
   return r;
+}
+
+void Fabric::EnqueueWr(uint32_t qi, Qp& q, const hal::SendWr& wr, uint64_t len, uint64_t mtu) {
+  Wr& w = q.sq[q.post_seq % q.sq.size()];
+  w.seq = q.post_seq++;
+  w.wr = wr;
+  if (!w.sent_payload.empty()) w.sent_payload = {};
+  w.len = len;
+  // A local operation sends no packet and takes no PSN.
+  w.npkts = IsLocalOp(wr.opcode)
+                ? 0
+                : static_cast<uint32_t>(std::max<uint64_t>(1, (len + mtu - 1) / mtu));
+  w.vpsn_first = q.next_vpsn;
+  q.next_vpsn += w.npkts;
+  w.signaled = q.sq_sig_all || (wr.send_flags & hal::kSendSignaled) != 0;
+  w.started = false;
+  w.local_status = WcStatus::kSuccess;
+  w.post_index = stats_.wrs_posted++;
+  if (q.attr.qp_state == QpState::kErr && !q.hung && q.done_seq == w.seq) {
+    // Posted in ERR: flushed at once.
+    ++q.done_seq;
+    q.send_seq = q.post_seq;
+    q.sent_vpsn = q.ack_vpsn = q.next_vpsn;
+    EmitCqe(qi, q, w, WcStatus::kWrFlushErr);
+  }
 }
 
 // ------------------------------------------------------------------ requester
@@ -262,6 +276,15 @@ void Fabric::Kick(uint32_t qi) {
   const uint64_t tx_start_ns = std::max(clock_->NowNs(), devices_[q.dev].tx_free_ns);
   while (q.send_seq < q.post_seq) {
     Wr& w = q.sq[q.send_seq % q.sq.size()];
+    if (IsLocalOp(w.wr.opcode)) {
+      if (!w.started) {
+        w.started = true;
+        w.local_status = ExecuteLocalOp(qi, q, w.wr);
+      }
+      if (w.local_status != WcStatus::kSuccess) break;  // the requester stops there
+      ++q.send_seq;
+      continue;
+    }
     if (!w.started && !StartWr(qi, q, w)) return;
     const uint64_t end = w.vpsn_first + w.npkts;
     if (q.sent_vpsn < w.vpsn_first) q.sent_vpsn = w.vpsn_first;
@@ -270,6 +293,7 @@ void Fabric::Kick(uint32_t qi) {
   }
   if (was_idle && q.sent_vpsn != q.ack_vpsn) q.last_progress_ns = tx_start_ns;
   ArmTimer(qi, q);
+  CompleteLocalOpsAtHead(qi, q);
 }
 
 uint64_t Fabric::Serialize(uint32_t dev, uint64_t payload_bytes) {
@@ -354,13 +378,20 @@ void Fabric::ShadowCheck(const void* addr, uint64_t len, bool local, std::string
   }
 }
 
-const Fabric::Mr* Fabric::ResolveRkey(uint32_t dev, uint32_t pd, uint32_t rkey, uint64_t addr,
-                                      uint64_t len, uint32_t need_access) const {
+const Fabric::Mr* Fabric::ResolveRkey(uint32_t dev, uint32_t pd, uint32_t responder_qi,
+                                      uint32_t rkey, uint64_t addr, uint64_t len,
+                                      uint32_t need_access) const {
+  if (IsMwKey(rkey)) return ResolveMw(dev, pd, responder_qi, rkey, addr, len, need_access);
   const uint32_t idx = rkey >> 8;
   if (idx == 0 || idx > mrs_.size()) return nullptr;
   const Mr& m = mrs_[idx - 1];
   if (!m.alive || m.key != rkey || m.dev != dev || (pd != kNone && m.pd != pd)) return nullptr;
-  if ((m.access & need_access) != need_access) return nullptr;
+  // The MR's own remote access flags (ibv_reg_mr): a WRITE into a region
+  // registered without REMOTE_WRITE is refused like a bad rkey.
+  if ((m.access & need_access) != need_access &&
+      !config_.mutations.on(base::Mutation::kSimIgnoreMrAccess)) {
+    return nullptr;
+  }
   const uint64_t base = reinterpret_cast<uint64_t>(m.addr);
   if (addr < base || addr + len > base + m.len || addr + len < addr) return nullptr;
   return &m;

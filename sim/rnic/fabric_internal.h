@@ -38,6 +38,15 @@ inline absl::Status Errno(std::string_view call, int err) { return hal::ErrnoToS
 
 inline bool Executing(QpState s) { return s == QpState::kRts || s == QpState::kSqd; }
 
+// A work request executed by the requester alone: no packet, no PSN.
+inline bool IsLocalOp(hal::Opcode op) {
+  return op == hal::Opcode::kBindMw || op == hal::Opcode::kLocalInv;
+}
+
+// Memory window keys have bit 31 set; MR keys never do (fabric.h, Mw).
+inline constexpr uint32_t kMwKeyBit = 0x80000000u;
+inline bool IsMwKey(uint32_t rkey) { return (rkey & kMwKeyBit) != 0; }
+
 inline size_t K(ObjectKind k) { return static_cast<size_t>(k); }
 
 }  // namespace ferry::sim::fabric_internal

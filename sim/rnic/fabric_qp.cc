@@ -357,6 +357,17 @@ absl::Status Fabric::VerbDestroyQp(uint32_t host, hal::QpHandle qph) {
                    absl::StrCat("ibv_destroy_qp: qpn ", q.qpn, " has ", q.events_unacked,
                                 " unacknowledged async events (real verbs would block forever)"));
   }
+  // rxe 6.1 (measured): ibv_destroy_qp of a QP with a bound type 2 window
+  // waits 50 s for the window's reference, warns, and the window's later
+  // dealloc drops a reference of the freed QP (a second kernel warning).
+  // Invalidate or deallocate windows first.
+  if (const uint32_t n = BoundMwsOf(qi);
+      n > 0 && !config_.mutations.on(base::Mutation::kSimMwDestroyQpUnchecked)) {
+    return Violate(ViolationKind::kBoundMwAtDestroy,
+                   absl::StrCat("ibv_destroy_qp: qpn ", q.qpn, " has ", n,
+                                " bound memory windows (rxe blocks 50 s in destroy_qp and "
+                                "warns; invalidate or deallocate them first)"));
+  }
   int fail_errno = 0;
   if (q.script_destroy_fail > 0) {
     --q.script_destroy_fail;

@@ -80,7 +80,7 @@ void Fabric::OnReq(const Event& e) {
   }
   const uint32_t need = is_write ? hal::kAccessRemoteWrite : hal::kAccessRemoteRead;
   const Mr* m = (r.attr.qp_access_flags & need) == need
-                    ? ResolveRkey(dev, r.pd, wr.wr.rkey, wr.wr.remote_addr, wr.len, need)
+                    ? ResolveRkey(dev, r.pd, ri, wr.wr.rkey, wr.wr.remote_addr, wr.len, need)
                     : nullptr;
   if (m == nullptr) {
     // Access violation: REM_ACCESS_ERR at the requester, responder to ERR.

@@ -55,6 +55,10 @@ class SimVerbs final : public hal::Verbs {
     return f_->VerbRegMr(host_, pd, addr, length, access);
   }
   absl::Status DeregMr(hal::MrHandle mr) override { return f_->VerbDeregMr(host_, mr); }
+  absl::StatusOr<hal::MwInfo> AllocMw(hal::PdHandle pd, hal::MwType type) override {
+    return f_->VerbAllocMw(host_, pd, type);
+  }
+  absl::Status DeallocMw(hal::MwHandle mw) override { return f_->VerbDeallocMw(host_, mw); }
   absl::StatusOr<hal::CompChannelHandle> CreateCompChannel(hal::ContextHandle ctx) override {
     return f_->VerbCreateCompChannel(host_, ctx);
   }

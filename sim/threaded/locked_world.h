@@ -118,6 +118,10 @@ class LockedVerbs final : public hal::Verbs {
     FERRY_LOCKED_(RegMr(pd, addr, length, access));
   }
   absl::Status DeregMr(hal::MrHandle mr) override { FERRY_LOCKED_(DeregMr(mr)); }
+  absl::StatusOr<hal::MwInfo> AllocMw(hal::PdHandle pd, hal::MwType type) override {
+    FERRY_LOCKED_(AllocMw(pd, type));
+  }
+  absl::Status DeallocMw(hal::MwHandle mw) override { FERRY_LOCKED_(DeallocMw(mw)); }
   absl::StatusOr<hal::CompChannelHandle> CreateCompChannel(hal::ContextHandle ctx) override {
     FERRY_LOCKED_(CreateCompChannel(ctx));
   }

@@ -132,6 +132,15 @@ class ProcessVerbs final : public hal::Verbs {
     Pass p(this);
     return p.live ? in_->DeregMr(mr) : absl::OkStatus();
   }
+  absl::StatusOr<hal::MwInfo> AllocMw(hal::PdHandle pd, hal::MwType type) override {
+    Pass p(this);
+    if (!p.live) return Dead();
+    return in_->AllocMw(pd, type);
+  }
+  absl::Status DeallocMw(hal::MwHandle mw) override {
+    Pass p(this);
+    return p.live ? in_->DeallocMw(mw) : absl::OkStatus();
+  }
   absl::StatusOr<hal::CompChannelHandle> CreateCompChannel(hal::ContextHandle ctx) override {
     Pass p(this);
     if (!p.live) return Dead();

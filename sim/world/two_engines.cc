@@ -852,7 +852,8 @@ std::string TwoEngines::ShutdownAndCheckLeaks() {
       out += absl::StrCat(hs.addr, " ledger: ", hs.engine->HandleReport(), "; ");
   }
   for (auto k : {sim::ObjectKind::kContext, sim::ObjectKind::kPd, sim::ObjectKind::kMr,
-                 sim::ObjectKind::kCompChannel, sim::ObjectKind::kCq, sim::ObjectKind::kQp}) {
+                 sim::ObjectKind::kCompChannel, sim::ObjectKind::kCq, sim::ObjectKind::kQp,
+                 sim::ObjectKind::kMw}) {
     if (fabric_.LiveCount(k) != 0)
       out += absl::StrCat("sim live ", std::string(sim::ObjectKindName(k)), "=",
                           fabric_.LiveCount(k), "; ");

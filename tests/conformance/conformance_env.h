@@ -32,8 +32,12 @@ struct Traits {
   // rxe: retry_cnt 7 means retry forever (rxe_comp.c never decrements 7);
   // elsewhere it is 7 retries like any other count.
   bool retry_cnt7_infinite = false;
-  bool qpn_reuse_prompt = false;    // sim: freed QPN reused by the next create
-  bool can_lose_acks = false;       // env can drop side A's link (sim only)
+  bool qpn_reuse_prompt = false;  // sim: freed QPN reused by the next create
+  bool can_lose_acks = false;     // env can drop side A's link (sim only)
+  // A request through a memory window's rkey is checked against the
+  // window's bound range (IBA); rxe checks only the range of the window's
+  // MR (rxe_resp.c check_rkey; measured, docs/hal.md).
+  bool mw_checks_range = true;
   uint64_t poll_step_ns = 100'000;  // how much time one idle poll lets pass
   uint64_t timing_slack_ns = 0;     // extra allowed on timing assertions
 };

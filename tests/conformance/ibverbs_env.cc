@@ -70,6 +70,7 @@ class IbverbsEnv final : public Env {
     env->traits_.scrubs_on_destroy = !rxe;
     env->traits_.error_opcode_zero = rxe;
     env->traits_.retry_cnt7_infinite = rxe;
+    env->traits_.mw_checks_range = !rxe;  // measured on rxe, kernel 6.1 (docs/hal.md)
     env->traits_.poll_step_ns = 1'000'000;
     env->traits_.timing_slack_ns = 5'000'000'000;  // TCG VMs are slow
     return env;

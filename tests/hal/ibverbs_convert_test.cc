@@ -20,6 +20,8 @@ TEST(IbverbsConvertTest, WcStatusAndOpcode) {
   EXPECT_EQ(ToOpcode(IBV_WC_RDMA_READ), Opcode::kRdmaRead);
   EXPECT_EQ(ToOpcode(IBV_WC_SEND), Opcode::kSend);
   EXPECT_EQ(ToOpcode(IBV_WC_RECV_RDMA_WITH_IMM), Opcode::kRdmaWriteWithImm);
+  EXPECT_EQ(ToOpcode(IBV_WC_BIND_MW), Opcode::kBindMw);
+  EXPECT_EQ(ToOpcode(IBV_WC_LOCAL_INV), Opcode::kLocalInv);
 
   ibv_wc wc{};
   wc.wr_id = 0xabcdef;
@@ -63,7 +65,8 @@ TEST(IbverbsConvertTest, AsyncEvents) {
 
 TEST(IbverbsConvertTest, FlagAndMaskChecks) {
   EXPECT_TRUE(CheckAccessFlags(kAllAccessFlags).ok());
-  EXPECT_EQ(CheckAccessFlags(IBV_ACCESS_MW_BIND).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(CheckAccessFlags(IBV_ACCESS_MW_BIND).ok());
+  EXPECT_EQ(CheckAccessFlags(IBV_ACCESS_ZERO_BASED).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(CheckQpAttrMask(kQpState | kQpDestQpn).ok());
   EXPECT_EQ(CheckQpAttrMask(IBV_QP_RATE_LIMIT).code(), absl::StatusCode::kInvalidArgument);
 }
@@ -140,6 +143,56 @@ TEST(IbverbsConvertTest, SendWr) {
   bad = in;
   bad.send_flags = 1u << 4;  // IBV_SEND_IP_CSUM: not a Ferry flag
   EXPECT_EQ(ToIbvSendWr(bad, &wr, sges).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(IbverbsConvertTest, BindAndLocalInvalidateWrs) {
+  SendWr in;
+  in.wr_id = 7;
+  in.opcode = Opcode::kBindMw;
+  in.bind = MwBind{MwHandle{1}, MrHandle{2}, 0x4000, 8192, kAccessRemoteRead, 0x80001f1};
+  ibv_mw mw{};
+  ibv_mr mr{};
+  ibv_send_wr wr;
+  ibv_sge sges[kMaxSgeInline];
+  // The window and region must be resolved by the caller.
+  EXPECT_EQ(ToIbvSendWr(in, &wr, sges).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(ToIbvSendWr(in, &wr, sges, &mw, &mr).ok());
+  EXPECT_EQ(wr.opcode, IBV_WR_BIND_MW);
+  EXPECT_EQ(wr.num_sge, 0);
+  EXPECT_EQ(wr.bind_mw.mw, &mw);
+  EXPECT_EQ(wr.bind_mw.rkey, 0x80001f1u);
+  EXPECT_EQ(wr.bind_mw.bind_info.mr, &mr);
+  EXPECT_EQ(wr.bind_mw.bind_info.addr, 0x4000u);
+  EXPECT_EQ(wr.bind_mw.bind_info.length, 8192u);
+  EXPECT_EQ(wr.bind_mw.bind_info.mw_access_flags, unsigned{IBV_ACCESS_REMOTE_READ});
+  SendWr bad = in;
+  bad.num_sge = 1;  // a bind carries no SGE
+  EXPECT_EQ(ToIbvSendWr(bad, &wr, sges, &mw, &mr).code(), absl::StatusCode::kInvalidArgument);
+  bad = in;
+  bad.bind.access = IBV_ACCESS_ZERO_BASED;
+  EXPECT_EQ(ToIbvSendWr(bad, &wr, sges, &mw, &mr).code(), absl::StatusCode::kInvalidArgument);
+
+  SendWr inv;
+  inv.wr_id = 8;
+  inv.opcode = Opcode::kLocalInv;
+  inv.invalidate_rkey = 0x80001f1;
+  ASSERT_TRUE(ToIbvSendWr(inv, &wr, sges).ok());
+  EXPECT_EQ(wr.opcode, IBV_WR_LOCAL_INV);
+  EXPECT_EQ(wr.invalidate_rkey, 0x80001f1u);
+  EXPECT_EQ(wr.num_sge, 0);
+}
+
+TEST(IbverbsConvertTest, DeviceAttrReportsType2Windows) {
+  ibv_device_attr a{};
+  a.max_mw = 524287;
+  EXPECT_FALSE(ToDeviceAttr(a).mw_type2);
+  EXPECT_EQ(ToDeviceAttr(a).max_mw, 524287u);
+  a.device_cap_flags = IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;  // rxe, 6.1
+  EXPECT_TRUE(ToDeviceAttr(a).mw_type2);
+  a.device_cap_flags = IBV_DEVICE_MEM_WINDOW_TYPE_2A;
+  EXPECT_TRUE(ToDeviceAttr(a).mw_type2);
+  a.device_cap_flags = IBV_DEVICE_MEM_WINDOW;  // type 1 only
+  EXPECT_FALSE(ToDeviceAttr(a).mw_type2);
 }
 
 }  // namespace

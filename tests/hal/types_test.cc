@@ -30,9 +30,17 @@ TEST(TypesTest, QpStateNames) {
 }
 
 TEST(TypesTest, OpcodeNames) {
-  ExpectDistinctNames<Opcode>(4, OpcodeName);
+  ExpectDistinctNames<Opcode>(6, OpcodeName);
+  EXPECT_EQ(OpcodeName(Opcode::kBindMw), "BIND_MW");
+  EXPECT_EQ(OpcodeName(Opcode::kLocalInv), "LOCAL_INV");
   EXPECT_EQ(OpcodeName(Opcode::kRdmaRead), "RDMA_READ");
   EXPECT_EQ(OpcodeName(Opcode::kRdmaWriteWithImm), "RDMA_WRITE_WITH_IMM");
+}
+
+TEST(TypesTest, IncRkeyChangesOnlyTheTag) {
+  EXPECT_EQ(IncRkey(0x123456ffu), 0x12345600u);
+  EXPECT_EQ(IncRkey(0x12345601u), 0x12345602u);
+  EXPECT_EQ(IncRkey(0xffffffffu), 0xffffff00u);
 }
 
 TEST(TypesTest, WcStatusNames) {

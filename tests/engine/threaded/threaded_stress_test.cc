@@ -305,7 +305,8 @@ TEST_P(EngineThreadedModes, FourUserThreadsTwoEnginesBytesVerifiedNoLeaks) {
   world.StopPump();
   world.WithFabric([](sim::Fabric& f) {
     for (auto k : {sim::ObjectKind::kContext, sim::ObjectKind::kPd, sim::ObjectKind::kMr,
-                   sim::ObjectKind::kCompChannel, sim::ObjectKind::kCq, sim::ObjectKind::kQp})
+                   sim::ObjectKind::kCompChannel, sim::ObjectKind::kCq, sim::ObjectKind::kQp,
+                 sim::ObjectKind::kMw})
       EXPECT_EQ(f.LiveCount(k), 0u) << sim::ObjectKindName(k);
     std::string v;
     for (const auto& x : f.violations()) v += x.message + "; ";
