@@ -152,14 +152,33 @@ absl::Status Endpoint::ToRts() {
   return absl::OkStatus();
 }
 
+Endpoint::~Endpoint() {
+  if (state_ == EndpointState::kConnecting) LeaveConnecting();
+}
+
+void Endpoint::CountConnectingIn(uint32_t* counter) {
+  FERRY_CHECK(state_ == EndpointState::kConnecting);
+  FERRY_CHECK(counter != nullptr && connecting_counter_ == nullptr);
+  connecting_counter_ = counter;
+  ++*connecting_counter_;
+}
+
+void Endpoint::LeaveConnecting() {
+  if (connecting_counter_ == nullptr) return;
+  FERRY_CHECK_GT(*connecting_counter_, 0u);
+  --*connecting_counter_;
+}
+
 void Endpoint::MarkReady() {
   FERRY_CHECK(state_ == EndpointState::kConnecting);
   for (const DataQp& q : qps_) FERRY_CHECK(q.state == hal::QpState::kRts);
+  LeaveConnecting();
   state_ = EndpointState::kReady;
 }
 
 void Endpoint::BeginRetire(RetireReason why, uint64_t now_ns, uint64_t drain_timeout_ns) {
   if (state_ == EndpointState::kRetiring || state_ == EndpointState::kDestroyed) return;
+  if (state_ == EndpointState::kConnecting) LeaveConnecting();
   state_ = EndpointState::kRetiring;
   retire_reason_ = why;
   drain_deadline_ns_ = now_ns + drain_timeout_ns;

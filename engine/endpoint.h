@@ -109,6 +109,14 @@ class Endpoint {
 
   Endpoint(const Endpoint&) = delete;
   Endpoint& operator=(const Endpoint&) = delete;
+  ~Endpoint();
+
+  // Makes `*counter` count this endpoint while it is CONNECTING: +1 now
+  // (it must be CONNECTING), -1 when it leaves CONNECTING (MarkReady,
+  // BeginRetire) or is destroyed in it. The owner's count of endpoints in
+  // the handshake, so its step visits them only while there are any
+  // (docs/operations.md 3.2). Once per endpoint.
+  void CountConnectingIn(uint32_t* counter);
 
   // Moves every QP to RTR towards `peer` (records it) then, if `to_rts`,
   // to RTS. The path MTU is the minimum of both sides.
@@ -180,6 +188,9 @@ class Endpoint {
   uint64_t drain_deadline_ns_ = 0;
   std::optional<PeerInfo> peer_;
   std::vector<DataQp> qps_;
+  uint32_t* connecting_counter_ = nullptr;  // the owner's (CountConnectingIn)
+
+  void LeaveConnecting();
 };
 
 }  // namespace ferry::engine

@@ -118,24 +118,28 @@ WaitSet Worker::WaitSetNow() {
   auto consider = [&ws](std::optional<uint64_t> t) {
     if (t && (!ws.deadline_ns || *t < *ws.deadline_ns)) ws.deadline_ns = t;
   };
-  ForEachLive([&](Endpoint* ep) {
-    const KeyView key{ep->context(), ep->peer_path()};
-    if (ep->state() == EndpointState::kConnecting) {
+  // Handshake timers: only endpoints in CONNECTING have them.
+  if (connecting_ > 0) {
+    ForEachLive([&](Endpoint* ep) {
+      if (ep->state() != EndpointState::kConnecting) return;
       consider(ep->next_resend_ns);
       consider(ep->handshake_deadline_ns);
-    }
-    if (ep->Outstanding() > 0) ws.poll_now = true;
-    auto it = pending_.find(key);
-    if (it != pending_.end() && !it->second.empty() && ep->state() == EndpointState::kReady &&
-        !RailPaused(key.first)) {
-      const CqQuota& q = Ledger(ep->cq());
-      for (const DataQp& dq : ep->qps())
-        if (dq.fifo.size() < ep->wr_depth() && q.free() > 0 && !q.ZombieOverCap())
-          ws.work_now = true;
-    }
-  });
+    });
+  }
+  // WRs without evidence, live or retiring, hold CQ quota (C4).
+  if (QuotaUsed() > 0) ws.poll_now = true;
+  // Keys with queued slices (PostAll erases the others).
   for (const auto& [key, dq] : pending_) {
-    if (dq.empty() || Peek(key) != nullptr) continue;
+    if (dq.empty()) continue;
+    if (const Endpoint* ep = Peek(key); ep != nullptr) {
+      // Postable: READY, its rail up, a QP with room and CQ quota free.
+      if (ep->state() != EndpointState::kReady || RailPaused(key.first)) continue;
+      const CqQuota& q = Ledger(ep->cq());
+      for (const DataQp& qp : ep->qps())
+        if (qp.fifo.size() < ep->wr_depth() && q.free() > 0 && !q.ZombieOverCap())
+          ws.work_now = true;
+      continue;
+    }
     if (RailPaused(key.first) && !shutdown_) {
       // A cooldown ends by time; a port down or a parked context by an
       // event (PORT_ACTIVE through the inbox; the parked recheck below).

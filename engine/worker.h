@@ -243,6 +243,7 @@ class Worker {
   WaitSet WaitSetNow();
   void DrainInbox();
   void PostAll();
+  void PostKey(const Key& key, std::deque<Pending>& dq, uint32_t* budget);
   // PostAll's phases (worker_post.cc has the order).
   void DropLatched(std::deque<Pending>& dq);
   void OpenFor(const Key& key, std::deque<Pending>& dq);
@@ -373,6 +374,11 @@ class Worker {
   std::atomic<size_t> inbox_size_{0};
 
   // Owner-only state below.
+  // Live endpoints in CONNECTING (Endpoint::CountConnectingIn); declared
+  // before the endpoints, which decrement it when destroyed. The step
+  // visits the live endpoints for handshake timers only while it is > 0,
+  // so a step's cost does not grow with idle READY endpoints.
+  uint32_t connecting_ = 0;
   std::vector<std::unique_ptr<Store>> stores_;  // one per context
   std::vector<std::unique_ptr<Endpoint>> retiring_;
   std::map<Key, uint32_t> last_generation_;
@@ -398,6 +404,8 @@ class Worker {
   // that one replaced.
   std::map<Key, uint64_t> ready_incarnation_;
   std::deque<Key> ready_order_;
+  // Queued slices per key. PostAll erases a key whose queue it leaves
+  // empty, so the step walks only keys with queued slices.
   std::map<Key, std::deque<Pending>, KeyLess> pending_;
   std::vector<Slot> slots_;
   std::vector<uint32_t> free_slots_;

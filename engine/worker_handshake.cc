@@ -57,6 +57,7 @@ absl::StatusOr<Endpoint*> Worker::NewEndpoint(const Key& key) {
   }
   Endpoint* raw = made->get();
   TrackQps(raw);
+  raw->CountConnectingIn(&connecting_);
   raw->handshake_deadline_ns =
       now + cfg_.handshake_timeout_ns * (uint64_t{cfg_.handshake_retries} + 1);
   raw->next_resend_ns = now + cfg_.handshake_timeout_ns;

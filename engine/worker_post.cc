@@ -38,42 +38,50 @@ uint32_t Worker::AllocSlot() {
 //     ReturnUnposted  what was not posted goes back to the queue front
 void Worker::PostAll() {
   uint32_t budget = kPostsPerStepMax;
-  for (auto& [key, dq] : pending_) {
-    if (dq.empty()) continue;
-    DropLatched(dq);
-    DropExitedFront(key, dq);
-    if (dq.empty()) continue;
-    Endpoint* ep = Hit(key);
-    if (ep == nullptr) {
-      OpenFor(key, dq);
-      continue;
+  // A key whose queue is empty leaves the map (at the next PostAll if it
+  // emptied elsewhere), so each step walks only keys with queued slices.
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    auto& [key, dq] = *it;
+    if (!dq.empty()) PostKey(key, dq, &budget);
+    it = dq.empty() ? pending_.erase(it) : std::next(it);
+  }
+}
+
+// PostAll's work for one key with queued slices.
+void Worker::PostKey(const Key& key, std::deque<Pending>& dq, uint32_t* budget) {
+  DropLatched(dq);
+  DropExitedFront(key, dq);
+  if (dq.empty()) return;
+  Endpoint* ep = Hit(key);
+  if (ep == nullptr) {
+    OpenFor(key, dq);
+    return;
+  }
+  if (ep->state() != EndpointState::kReady || RailPaused(key.first)) return;
+  if (BoundElsewhere(*ep, *dq.front().route)) {
+    // The peer has restarted since this endpoint paired, or the slice's
+    // descriptor is older than the endpoint; which one is live only the
+    // peer can say. Once the endpoint is idle (TakeChain posts nothing
+    // past such a slice) it retires and a fresh one names the front
+    // slice's process: a refusal fails the slices bound to it
+    // (FailBoundTo, then DropExitedFront for later ones). Retiring it
+    // busy would flush the live slices and repeat (a review finding).
+    if (ep->Outstanding() == 0) {
+      ++stats_.other_incarnation_retires;
+      Retire(ep, RetireReason::kSuperseded);
     }
-    if (ep->state() != EndpointState::kReady || RailPaused(key.first)) continue;
-    if (BoundElsewhere(*ep, *dq.front().route)) {
-      // The peer has restarted since this endpoint paired, or the slice's
-      // descriptor is older than the endpoint; which one is live only the
-      // peer can say. Once the endpoint is idle (TakeChain posts nothing
-      // past such a slice) it retires and a fresh one names the front
-      // slice's process: a refusal fails the slices bound to it
-      // (FailBoundTo, then DropExitedFront for later ones). Retiring it
-      // busy would flush the live slices and repeat (a review finding).
-      if (ep->Outstanding() == 0) {
-        ++stats_.other_incarnation_retires;
-        Retire(ep, RetireReason::kSuperseded);
-      }
-      continue;
-    }
-    if (!rails_[key.first].resume_counted) {
-      rails_[key.first].resume_counted = true;
-      ++stats_.rail_resumes;
-    }
-    CqQuota& ledger = Ledger(ep->cq());
-    if (ledger.ZombieOverCap()) continue;
-    FERRY_CHECK_GT(ep->qps().size(), 0u);
-    FERRY_CHECK_LE(ep->qps().size(), kQpsPerEndpointMax);
-    // Bounded: every round posts at least one WR (budget) or stops.
-    while (!dq.empty() && budget > 0 && PostRound(key, ep, ledger, dq, &budget)) {
-    }
+    return;
+  }
+  if (!rails_[key.first].resume_counted) {
+    rails_[key.first].resume_counted = true;
+    ++stats_.rail_resumes;
+  }
+  CqQuota& ledger = Ledger(ep->cq());
+  if (ledger.ZombieOverCap()) return;
+  FERRY_CHECK_GT(ep->qps().size(), 0u);
+  FERRY_CHECK_LE(ep->qps().size(), kQpsPerEndpointMax);
+  // Bounded: every round posts at least one WR (budget) or stops.
+  while (!dq.empty() && *budget > 0 && PostRound(key, ep, ledger, dq, budget)) {
   }
 }
 

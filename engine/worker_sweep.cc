@@ -95,7 +95,8 @@ void Worker::Sweep() {
   SweepTimeouts(now);
   // Handshake timers.
   std::vector<Endpoint*> failed;
-  for (Endpoint* ep : LiveList()) {
+  // Only while some endpoint is in the handshake (connecting_ counts them).
+  for (Endpoint* ep : connecting_ > 0 ? LiveList() : std::vector<Endpoint*>{}) {
     if (ep->state() != EndpointState::kConnecting) continue;
     const Key key{ep->context(), ep->peer_path()};
     if (now >= ep->handshake_deadline_ns) {
