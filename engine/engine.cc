@@ -710,6 +710,8 @@ SubmitResult EngineImpl::Submit(BatchId batch, absl::Span<const Request> request
       while (enqueue < out.per_request.size() && out.per_request[enqueue].ok()) ++enqueue;
     }
     const uint64_t now = env_.clock->NowNs();
+    routed.reserve(enqueue);
+    out.tasks.reserve(enqueue);
     for (const Request& r : requests.subspan(0, enqueue)) {
       const uint32_t index = static_cast<uint32_t>(b.tasks.size());
       std::shared_ptr<TaskRoute> route = RouteOf(r, index, now);
@@ -718,8 +720,17 @@ SubmitResult EngineImpl::Submit(BatchId batch, absl::Span<const Request> request
       routed.emplace_back(OwnerOf(route->context, route->peer_path), route);
     }
   }
-  for (auto& [owner, route] : routed) {
-    workers_[owner]->Push(engine::InboxSubmit{route});
+  // Each owner gets its requests in submit order, under one inbox lock and
+  // one wake (a batch of B requests to one owner was B locks and B wakes).
+  auto by_owner = [](const auto& a, const auto& b) { return a.first < b.first; };
+  if (!std::is_sorted(routed.begin(), routed.end(), by_owner))
+    std::stable_sort(routed.begin(), routed.end(), by_owner);
+  for (size_t i = 0; i < routed.size();) {
+    const uint32_t owner = routed[i].first;
+    size_t end = i;
+    while (end < routed.size() && routed[end].first == owner) ++end;
+    workers_[owner]->PushSubmits(absl::MakeSpan(routed).subspan(i, end - i));
+    i = end;
     Wake(owner);
   }
   if (out.per_request.empty()) {

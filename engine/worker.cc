@@ -54,6 +54,15 @@ void Worker::Push(InboxItem item) {
   inbox_size_.store(inbox_.size(), std::memory_order_release);
 }
 
+void Worker::PushSubmits(absl::Span<std::pair<uint32_t, std::shared_ptr<TaskRoute>>> routes) {
+  base::MutexLock l(&mu_);
+  for (auto& [owner, route] : routes) {
+    FERRY_CHECK_EQ(owner, id_);
+    inbox_.push_back(InboxSubmit{std::move(route)});
+  }
+  inbox_size_.store(inbox_.size(), std::memory_order_release);
+}
+
 size_t Worker::InboxSize() const { return inbox_size_.load(std::memory_order_acquire); }
 
 std::vector<Endpoint*> Worker::LiveList() const {

@@ -157,6 +157,10 @@ class Worker {
 
   // ---- any thread
   void Push(InboxItem item);
+  // Moves one InboxSubmit per route (the .second of each pair; .first is
+  // the owner the caller routed it to, this worker), in order, under one
+  // lock: a batch's requests for this owner.
+  void PushSubmits(absl::Span<std::pair<uint32_t, std::shared_ptr<TaskRoute>>> routes);
   size_t InboxSize() const;
 
   // ---- owner only
