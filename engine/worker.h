@@ -37,6 +37,10 @@
 //   each WR it posted, the endpoint is retired (to obtain evidence) only if
 //   that WR is still on its QP's FIFO with the same slot generation; a stale
 //   entry retires nothing. TIMEOUT is published only with evidence (C1).
+// - A step's cost does not grow with idle READY endpoints: it walks the
+//   keys with queued slices (pending_ holds no key whose queue PostAll left
+//   empty), the CQ ledgers (every WR without evidence holds quota), the
+//   retiring endpoints, and the live ones only while connecting_ > 0.
 #ifndef FERRY_ENGINE_WORKER_H_
 #define FERRY_ENGINE_WORKER_H_
 
