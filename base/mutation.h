@@ -95,6 +95,8 @@ enum class Mutation : uint32_t {
                                    // instead of BIND_MW / LOCAL_INV
   kSimMwDestroyQpUnchecked,        // sim: destroy_qp of a QP with a bound memory window
                                    // succeeds silently (no bound_mw_at_destroy violation)
+  kEngineInboxLeftNoWork,          // engine: a step that leaves inbox items does not ask for
+                                   // another (a blocking owner sleeps on them)
   kCount,
 };
 
@@ -234,6 +236,8 @@ inline std::string_view MutationName(Mutation m) {
       return "sim_mw_wc_opcode_send";
     case Mutation::kSimMwDestroyQpUnchecked:
       return "sim_mw_destroy_qp_unchecked";
+    case Mutation::kEngineInboxLeftNoWork:
+      return "engine_inbox_left_no_work";
     case Mutation::kCount:
       break;
   }

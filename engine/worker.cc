@@ -127,6 +127,10 @@ WaitSet Worker::WaitSetNow() {
   auto consider = [&ws](std::optional<uint64_t> t) {
     if (t && (!ws.deadline_ns || *t < *ws.deadline_ns)) ws.deadline_ns = t;
   };
+  // Inbox items this step left (DrainInbox takes at most kInboxDrainMax):
+  // their wake was consumed already, so nothing else would end the wait
+  // (one Submit of more than 256 requests to one owner wakes it once).
+  if (InboxSize() > 0 && !Mut(base::Mutation::kEngineInboxLeftNoWork)) ws.work_now = true;
   // Handshake timers: only endpoints in CONNECTING have them.
   if (connecting_ > 0) {
     ForEachLive([&](Endpoint* ep) {

@@ -922,6 +922,56 @@ std::string S19PortDownWaitsWithoutSpinning(uint64_t seed, RnicProfile p,
   return sc.Finish();
 }
 
+// ---------------------------------------------------------------- 20
+// A step that leaves inbox items asks to run again. DrainInbox takes at
+// most 256 items a step, and one Submit wakes an owner once for its whole
+// share of the batch (87660df), so an owner given 300 requests toward a
+// peer whose endpoint is still CONNECTING had nothing left to end its wait
+// in the production runtime's blocking mode: no CQE, no postable slice, the
+// handshake timer far off (found in review, 2026-12-04). The simulated
+// runtime runs an actor whenever its inbox holds items, so this checks the
+// wait set itself: the step is taken by hand, with only the inbox and
+// reclaim phases (neither touches a QP here).
+std::string S20InboxLeftAfterStepMeansWorkNow(uint64_t seed, RnicProfile p,
+                                              const base::Mutations& m) {
+  ScenarioSpec spec = Spec(seed, p, m);
+  spec.warm_up = false;
+  Scenario sc(spec);
+  if (!sc.setup().empty()) return sc.setup();
+  const std::string peer = sc.w().host(1).addr;
+  if (!sc.w().net().Pause(peer).ok()) return "pause";
+  auto first = sc.Submit(OpKind::kWrite, 0, 0, 4096, 3);
+  if (!first.ok()) return "first submit";
+  sc.RunFor(kMs / 10);  // the owner opens an endpoint: CONNECTING, no answer
+  if (sc.Status(*first) != TaskStatus::kPending) return "first ended early";
+  constexpr uint32_t kRequests = 300;  // > the 256 a step drains
+  auto batch = sc.e().AllocateBatch(kRequests);
+  if (!batch.ok()) return "batch";
+  std::vector<Request> reqs;
+  for (uint32_t i = 1; i <= kRequests; ++i)
+    reqs.push_back(
+        MakeReq(sc.w(), 0, sc.seg(), OpKind::kWrite, 8192 + i * 1024, 8192 + i * 1024, 1024));
+  SubmitResult sr = sc.w().Submit(0, *batch, reqs);
+  if (!sr.status.ok()) return "submit: " + std::string(sr.status.message());
+  uint32_t owner = 0;
+  while (owner < sc.e().worker_count() && sc.e().InboxSize(owner) < kRequests) ++owner;
+  if (owner == sc.e().worker_count()) return "no owner holds the batch";
+  const engine::PhaseOrder inbox_only = {engine::Phase::kInbox, engine::Phase::kReclaim,
+                                         engine::Phase::kReclaim, engine::Phase::kReclaim,
+                                         engine::Phase::kReclaim};
+  const engine::WaitSet ws = sc.e().StepWorker(owner, inbox_only);
+  if (sc.e().InboxSize(owner) == 0) return "the step drained every item";
+  if (!ws.work_now)
+    return absl::StrCat("inbox items left (", sc.e().InboxSize(owner),
+                        ") but the wait set does not ask for another step");
+  if (!sc.w().net().Resume(peer).ok()) return "resume";
+  sc.RunUntilTerminal({*first, sr.tasks.front(), sr.tasks.back()}, kSecond);
+  FERRY_SCENARIO_CHECK(sc);
+  for (TaskId id : sr.tasks)
+    if (sc.Status(id) != TaskStatus::kCompleted) return "ended " + Name(sc.Status(id));
+  return sc.Finish();
+}
+
 // ================================================================ tests
 class Timeout : public ::testing::TestWithParam<RnicProfile> {};
 INSTANTIATE_TEST_SUITE_P(Profiles, Timeout,
@@ -955,6 +1005,7 @@ FERRY_TIMEOUT_SCENARIO(S15DestroyWithCqesQueued, S15DestroyWithCqesQueued)
 FERRY_TIMEOUT_SCENARIO(S16LandedWriteEndsTimeout, S16LandedWriteEndsTimeout)
 FERRY_TIMEOUT_SCENARIO(S17InnocentFlushCostsNoBudget, S17InnocentFlushCostsNoBudget)
 FERRY_TIMEOUT_SCENARIO(S19PortDownWaitsWithoutSpinning, S19PortDownWaitsWithoutSpinning)
+FERRY_TIMEOUT_SCENARIO(S20InboxLeftAfterStepMeansWorkNow, S20InboxLeftAfterStepMeansWorkNow)
 
 TEST_P(Timeout, S13CancelAgainstTimeoutBothOrders) {
   for (uint64_t s = 1; s <= kSeeds; ++s) {
@@ -1110,6 +1161,14 @@ TEST_P(TimeoutMutation, WaitOnPassedCooldownSpinsScenario19) {
   EXPECT_THAT(S19PortDownWaitsWithoutSpinning(1, GetParam(),
                                               With(base::Mutation::kEngineWaitOnPassedCooldown)),
               StartsWith("spun: "));
+}
+
+// engine_inbox_left_no_work: the step that left 44 requests in the inbox
+// asks for no other.
+TEST_P(TimeoutMutation, InboxLeftNoWorkScenario20) {
+  EXPECT_THAT(S20InboxLeftAfterStepMeansWorkNow(1, GetParam(),
+                                                With(base::Mutation::kEngineInboxLeftNoWork)),
+              StartsWith("inbox items left (44) but the wait set does not ask for another step"));
 }
 
 // engine_give_up_not_a_timer: with owners asleep until a CQE the give-up
