@@ -97,6 +97,14 @@ enum class Mutation : uint32_t {
                                    // succeeds silently (no bound_mw_at_destroy violation)
   kEngineInboxLeftNoWork,          // engine: a step that leaves inbox items does not ask for
                                    // another (a blocking owner sleeps on them)
+  kEngineMwKeepAtRetire,           // engine: a retiring endpoint keeps its memory windows bound
+                                   // (its peer's rkeys are not revoked)
+  kEngineMwUnregisterKeepsWindows,  // engine: UnregisterMemory deregisters the MR without
+                                    // deallocating the region's windows first
+  kEngineMwReuseAcrossEndpoints,    // engine: an initiator keeps a peer's window rkeys when
+                                    // its endpoint is replaced (they name the old QPs)
+  kEngineMwPostBeforeWin,           // engine: slices of a windowed range post before the WIN
+                                    // (with the descriptor's rkey 0)
   kCount,
 };
 
@@ -238,6 +246,14 @@ inline std::string_view MutationName(Mutation m) {
       return "sim_mw_destroy_qp_unchecked";
     case Mutation::kEngineInboxLeftNoWork:
       return "engine_inbox_left_no_work";
+    case Mutation::kEngineMwKeepAtRetire:
+      return "engine_mw_keep_at_retire";
+    case Mutation::kEngineMwUnregisterKeepsWindows:
+      return "engine_mw_unregister_keeps_windows";
+    case Mutation::kEngineMwReuseAcrossEndpoints:
+      return "engine_mw_reuse_across_endpoints";
+    case Mutation::kEngineMwPostBeforeWin:
+      return "engine_mw_post_before_win";
     case Mutation::kCount:
       break;
   }

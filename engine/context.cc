@@ -199,7 +199,10 @@ absl::Status Context::Disable() {
   {
     base::MutexLock l(&mu_);
     reg_pd_ = {};  // up() stays: a rollback of a re-enable keeps the rail
-    for (auto& [id, r] : regions_) note(r.mr.Reset());
+    for (auto& [id, r] : regions_) {
+      note(DeallocWindows(r));
+      note(r.mr.Reset());
+    }
   }
   for (OwnedCq& cq : cqs_) note(cq.Reset());
   for (OwnedCompChannel& ch : channels_) note(ch.Reset());
@@ -221,7 +224,11 @@ absl::Status Context::Disable() {
 }
 
 void Context::ForgetAll() {
-  for (auto& [id, r] : regions_) r.mr.Forget();
+  for (auto& [id, r] : regions_) {
+    for (auto& [mw, w] : r.windows) w.Forget();
+    r.windows.clear();
+    r.mr.Forget();
+  }
   for (OwnedCq& cq : cqs_) cq.Forget();
   for (OwnedCompChannel& ch : channels_) ch.Forget();
   pd_.Forget();
@@ -275,7 +282,8 @@ absl::Status Context::RegisterRecorded() {
     FERRY_ASSIGN_OR_RETURN(hal::MrInfo info,
                            verbs_->RegMr(pd_.get(), r.addr, r.len_bytes, r.access));
     r.mr = OwnedMr(verbs_, info.mr, ledger_);
-    r.keys = RegionKeys{info.lkey, info.rkey};
+    const bool windowed = r.window_access != 0;
+    r.keys = RegionKeys{info.lkey, windowed ? 0 : info.rkey, windowed};
   }
   return absl::OkStatus();
 }
@@ -322,25 +330,33 @@ absl::Status Context::RecreateCq(uint32_t worker, uint32_t i) {
 }
 
 absl::StatusOr<RegionKeys> Context::RegisterRegion(uint64_t region, void* addr, size_t len_bytes,
-                                                   uint32_t access) {
+                                                   uint32_t access, bool revocable) {
   base::MutexLock l(&mu_);
   FERRY_CHECK(regions_.find(region) == regions_.end());
+  // Windowed where the device binds type 2 windows (a context that never
+  // came up has no attributes yet: its regions stay MR-keyed).
+  const uint32_t remote = access & (hal::kAccessRemoteRead | hal::kAccessRemoteWrite);
+  const bool windowed = revocable && attr_.mw_type2 && remote != 0;
+  const uint32_t mr_access = windowed ? kWindowedMrAccess : access;
   if (!reg_pd_.valid()) {
     // Down (a failed bring-up, or a re-enable under way): recorded; the
     // next successful Enable registers it.
     Region& r = regions_[region];
     r.addr = addr;
     r.len_bytes = len_bytes;
-    r.access = access;
+    r.access = mr_access;
+    r.window_access = windowed ? remote : 0;
+    r.keys.windowed = windowed;
     return r.keys;
   }
-  FERRY_ASSIGN_OR_RETURN(hal::MrInfo info, verbs_->RegMr(reg_pd_, addr, len_bytes, access));
+  FERRY_ASSIGN_OR_RETURN(hal::MrInfo info, verbs_->RegMr(reg_pd_, addr, len_bytes, mr_access));
   Region& r = regions_[region];
   r.addr = addr;
   r.len_bytes = len_bytes;
-  r.access = access;
+  r.access = mr_access;
+  r.window_access = windowed ? remote : 0;
   r.mr = OwnedMr(verbs_, info.mr, ledger_);
-  r.keys = RegionKeys{info.lkey, info.rkey};
+  r.keys = RegionKeys{info.lkey, windowed ? 0 : info.rkey, windowed};
   return r.keys;
 }
 
@@ -348,6 +364,10 @@ absl::Status Context::DeregisterRegion(uint64_t region) {
   base::MutexLock l(&mu_);
   auto it = regions_.find(region);
   if (it == regions_.end()) return absl::NotFoundError(absl::StrCat("no region ", region));
+  // Windows first: while one is bound, dereg_mr fails (EINVAL on rxe),
+  // and each dealloc refuses that window's rkey at once.
+  if (!(mutations_ != nullptr && mutations_->on(base::Mutation::kEngineMwUnregisterKeepsWindows)))
+    FERRY_RETURN_IF_ERROR(DeallocWindows(it->second));
   FERRY_RETURN_IF_ERROR(it->second.mr.Reset());
   regions_.erase(it);
   return absl::OkStatus();

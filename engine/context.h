@@ -68,9 +68,15 @@ inline uint32_t MrAccessFor(RemoteAccess access) {
   return f;
 }
 
+// The MR flags of a revocable range on a device with type 2 windows: local
+// write and MW_BIND, no remote access (while the MR's own rkey works
+// remotely a window revokes nothing; docs/security.md section 6).
+inline constexpr uint32_t kWindowedMrAccess = hal::kAccessLocalWrite | hal::kAccessMwBind;
+
 struct RegionKeys {
   uint32_t lkey = 0;
-  uint32_t rkey = 0;
+  uint32_t rkey = 0;      // 0 when windowed (the MR grants no remote access)
+  bool windowed = false;  // reached only through memory windows here
 };
 
 class Context {
@@ -202,11 +208,39 @@ class Context {
   // region is recorded without an MR (keys 0; KeysOf says kUnavailable)
   // and the next successful Enable registers it. `access`: the MR's
   // access flags (hal::AccessFlags), exactly what is registered.
+  // `revocable`: MemoryOptions::revocable; where the device has type 2
+  // windows the MR is registered with kWindowedMrAccess instead and
+  // `access`'s remote flags are what each window grants.
   absl::StatusOr<RegionKeys> RegisterRegion(uint64_t region, void* addr, size_t len_bytes,
-                                            uint32_t access);
-  // Deregisters `region`; kNotFound if unknown. On a failed dereg the MR
-  // stays in the table.
+                                            uint32_t access, bool revocable = false);
+  // Deregisters `region`: deallocates every window on it, then the MR;
+  // kNotFound if unknown. On a failed dealloc or dereg what was not
+  // released stays in the table.
   absl::Status DeregisterRegion(uint64_t region);
+
+  // ------------------------------------------------------------ windows
+  // Type 2 memory windows of windowed regions (docs/security.md section 6,
+  // engine/context_windows.cc). Every window of a region is held here,
+  // under mu_, so DeregisterRegion deallocates them all before dereg_mr and
+  // a bind's post never races a dealloc of its window (the provider reads
+  // the window while posting).
+  struct WindowBound {
+    hal::MwHandle mw;
+    uint32_t rkey = 0;  // the rkey the bind gives the window
+  };
+  // Allocates a window on `region` and posts its bind (signaled, `wr_id`)
+  // on `qp`, exposing the whole region with its remote access. Called by
+  // the owner of `qp`, with one CQE of quota reserved. kNotFound: no such
+  // region; kFailedPrecondition: not windowed here (or the context is
+  // down); else the alloc or post error, and nothing stays allocated.
+  absl::StatusOr<WindowBound> BindWindow(uint64_t region, hal::QpHandle qp, uint64_t wr_id);
+  // Deallocates window `mw` of `region` (which invalidates its rkey at
+  // once). OK when it is gone already (its region was deregistered, or
+  // the device closed); on failure it stays held (the next call or
+  // DeregisterRegion retries).
+  absl::Status DeallocWindow(uint64_t region, hal::MwHandle mw);
+  // Windows held over every region (tests, the C9 report).
+  size_t window_count() const ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<RegionKeys> KeysOf(uint64_t region) const;
   size_t region_count() const;
 
@@ -214,10 +248,14 @@ class Context {
   struct Region {
     void* addr = nullptr;
     size_t len_bytes = 0;
-    uint32_t access = 0;
+    uint32_t access = 0;         // the MR's flags as registered
+    uint32_t window_access = 0;  // windowed: the remote flags each window grants
     OwnedMr mr;
     RegionKeys keys;
+    std::map<uint64_t, OwnedMw> windows;  // by MwHandle id
   };
+  // Deallocates every window of `r`; the first error (the rest stay held).
+  absl::Status DeallocWindows(Region& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status EnableStages();
   absl::Status RegisterRecorded() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After CloseDevice destroyed every object.

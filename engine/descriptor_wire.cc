@@ -45,6 +45,8 @@ std::vector<uint8_t> EncodeDesc(const DescMessage& m) {
       const size_t nk = std::min(b.rkeys.size(), kDescDevicesMax);
       w.Le(nk, 2);
       for (size_t k = 0; k < nk; ++k) w.Le(b.rkeys[k], 4);
+      w.Le(b.window, 8);
+      w.Le(b.window_devices, 8);
     }
   } else if (m.type == DescType::kRefused) {
     w.Str(m.reason, kDescStringBytesMax);
@@ -97,6 +99,12 @@ absl::StatusOr<DescMessage> DecodeDesc(absl::Span<const uint8_t> bytes) {
       const uint64_t nk = r.Le(2);
       if (nk > kDescDevicesMax) return bad("too many rkeys");
       for (uint64_t k = 0; k < nk && r.ok(); ++k) b.rkeys.push_back(static_cast<uint32_t>(r.Le(4)));
+      b.window = r.Le(8);
+      b.window_devices = r.Le(8);
+      // Windows on devices the descriptor lists, and only for a range
+      // that names its window id.
+      if (r.ok() && (b.window == 0) != (b.window_devices == 0)) return bad("window fields");
+      if (r.ok() && ndev < 64 && (b.window_devices >> ndev) != 0) return bad("window device");
       d.buffers.push_back(std::move(b));
     }
   } else if (m.type == DescType::kRefused) {

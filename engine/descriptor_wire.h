@@ -6,16 +6,19 @@
 // listener tells them apart by the first four bytes (IsDescriptorMessage).
 //
 // Wire format, little-endian, byte by byte:
-//   u32 magic 0x43534446 ("FDSC"), u16 version 2, u8 type (1 REQ, 2 REP,
+//   u32 magic 0x43534446 ("FDSC"), u16 version 3, u8 type (1 REQ, 2 REP,
 //   3 REFUSED), u64 token, then for REP only: str address, u64
 //   incarnation, u64 version, u16 device count (<= kDescDevicesMax) x {str
 //   name, u8[16] gid, u16 lid}, u32 buffer count (<= kDescBuffersMax) x
 //   {u64 addr, u64 length, u8 access (RemoteAccess: 1 read, 2 write, 3
-//   both), u16 rkey count (<= kDescDevicesMax) x u32 rkey}; for REFUSED
-//   only: str reason (the listener offers this peer nothing, docs/
-//   security.md). str = u16 length (<= kDescStringBytesMax) + bytes.
-//   Version 1 (no access byte, no REFUSED) is not accepted: it cannot say
-//   a range is read-only.
+//   both), u16 rkey count (<= kDescDevicesMax) x u32 rkey, u64 window
+//   (the range's window id, 0 = not revocable), u64 window devices (bit i:
+//   device i reaches it through memory windows only; 0 exactly when window
+//   is 0, no bit past the device count)}; for REFUSED only: str reason
+//   (the listener offers this peer nothing, docs/security.md). str = u16
+//   length (<= kDescStringBytesMax) + bytes. Versions 1 (no access byte,
+//   no REFUSED) and 2 (no window fields) are not accepted: they cannot say
+//   a range is read-only, or revocable.
 //
 // What must stay true: Decode is strict and total (truncated, oversized,
 // trailing bytes, wrong magic/version/type: kInvalidArgument, never a
@@ -35,7 +38,7 @@
 namespace ferry::engine {
 
 inline constexpr uint32_t kDescMagic = 0x43534446u;
-inline constexpr uint16_t kDescVersion = 2;
+inline constexpr uint16_t kDescVersion = 3;
 inline constexpr size_t kDescStringBytesMax = 256;
 inline constexpr size_t kDescDevicesMax = 64;
 inline constexpr size_t kDescBuffersMax = 4096;

@@ -27,12 +27,14 @@
 #include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "engine/handles.h"
+#include "engine/windows.h"
 #include "hal/entropy.h"
 #include "hal/types.h"
 #include "hal/verbs.h"
@@ -170,6 +172,11 @@ class Endpoint {
   uint64_t handshake_deadline_ns = 0;
   uint64_t last_used_ns = 0;
   uint32_t round_robin = 0;  // next QP to post on
+  // Memory windows (engine/windows.h), by range window id: the ones we
+  // bound for the peer, the peer's for our QPs, and revokes to retry.
+  std::map<uint64_t, ExposedWindows> exposed;
+  std::map<uint64_t, PeerWindows> peer_windows;
+  std::vector<WindowLeft> windows_left;
 
   // Posted WRs over all QPs (0 = idle).
   uint64_t Outstanding() const;

@@ -173,6 +173,9 @@ void EngineImpl::BuildWorkers() {
     base::MutexLock l(&mu_);
     ++version_;
   };
+  worker_env_.window_offered = [this](uint64_t region, const std::string& identity) {
+    return WindowOffered(region, identity);
+  };
   // A peer rejected an rkey: refetch that segment's descriptor.
   worker_env_.remote_access_error = [this](uint32_t w, uint64_t seg, uint64_t v) {
     RemoteAccessError(w, seg, v);
@@ -233,14 +236,15 @@ absl::Status EngineImpl::RegisterMemory(void* addr, size_t len_bytes,
     return absl::AlreadyExistsError("RegisterMemory: overlaps a registered range");
   const uint64_t id = next_region_++;
   for (size_t i = 0; i < contexts_.size(); ++i) {
-    auto k = contexts_[i]->RegisterRegion(id, addr, len_bytes, engine::MrAccessFor(options.access));
+    auto k = contexts_[i]->RegisterRegion(id, addr, len_bytes, engine::MrAccessFor(options.access),
+                                          options.revocable);
     if (!k.ok()) {
       for (size_t j = 0; j < i; ++j) (void)contexts_[j]->DeregisterRegion(id);
       FERRY_CHECK(mr_ranges_.Remove(a).ok());
       return k.status();
     }
   }
-  regions_[a] = Region{id, a, len_bytes, options.access, options.peers};
+  regions_[a] = Region{id, a, len_bytes, options.access, options.peers, options.revocable};
   ++version_;
   return absl::OkStatus();
 }
@@ -297,10 +301,13 @@ SegmentDescriptor EngineImpl::BuildDescriptor(const std::string* peer) const {
     b.addr = r.addr;
     b.length_bytes = r.len_bytes;
     b.access = r.access;
-    for (const engine::Context* c : up) {
-      auto k = c->KeysOf(r.id);
+    for (size_t i = 0; i < up.size(); ++i) {
+      auto k = up[i]->KeysOf(r.id);
       b.rkeys.push_back(k.ok() ? k->rkey : 0);
+      // Windowed there: the peer asks for windows by the range's id.
+      if (k.ok() && k->windowed && i < 64) b.window_devices |= uint64_t{1} << i;
     }
+    if (b.window_devices != 0) b.window = r.id;
     d.buffers.push_back(std::move(b));
   }
   return d;
@@ -584,7 +591,7 @@ absl::StatusOr<SegmentInfo> EngineImpl::GetSegmentInfo(SegmentHandle segment) co
   info.incarnation = ps.descriptor.incarnation;
   info.version = ps.descriptor.version;
   for (const BufferDescriptor& b : ps.descriptor.buffers)
-    info.buffers.push_back(BufferRange{b.addr, b.length_bytes, b.access});
+    info.buffers.push_back(BufferRange{b.addr, b.length_bytes, b.access, b.window_devices != 0});
   info.stale = ps.stale;
   info.refetch_in_flight = ps.refetch_token != 0;
   info.refetches_started = ps.refetches_started;
@@ -666,6 +673,9 @@ std::shared_ptr<engine::TaskRoute> EngineImpl::RouteOf(const Request& r, uint32_
         b.has_value() && b->tag < seg.buffers.size()) {
       const BufferDescriptor& buf = seg.buffers[b->tag];
       route->rkey = pdev < buf.rkeys.size() ? buf.rkeys[pdev] : 0;
+      // Reached through windows on that device: the owner takes the rkey
+      // of the window bound on the QP each slice is posted on.
+      if (pdev < 64 && ((buf.window_devices >> pdev) & 1) != 0) route->window = buf.window;
     }
   }
   return route;

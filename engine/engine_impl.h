@@ -80,6 +80,9 @@ class EngineImpl {
   // (engine_security.cc): the buffers offered to it, or std::nullopt (a
   // refusal) when memory is registered but none of it is offered to it.
   std::optional<SegmentDescriptor> DescriptorFor(const std::string& identity);
+  // Whether revocable region `region` is offered to peer `identity` (a
+  // WINREQ's check, on an owner; engine_security.cc).
+  bool WindowOffered(uint64_t region, const std::string& identity) const;
   AuthStats GetAuthStats() const;
   // kInvalidArgument for an access outside RemoteAccess or a malformed
   // peer identity (engine_security.cc).
@@ -140,6 +143,7 @@ class EngineImpl {
     uint64_t len_bytes = 0;
     RemoteAccess access = RemoteAccess::kReadWrite;
     std::vector<std::string> peers;  // empty = offered to every peer
+    bool revocable = false;          // MemoryOptions::revocable
   };
   // A user's OpenSegmentAsync (segment == 0, resent by PollOpenSegment) or
   // a background refetch of open segment `segment` (resent by RefetchTick).

@@ -39,6 +39,19 @@ std::optional<SegmentDescriptor> EngineImpl::DescriptorFor(const std::string& id
   return d;
 }
 
+bool EngineImpl::WindowOffered(uint64_t region, const std::string& identity) const {
+  const bool expose_all =
+      mutations_ != nullptr && mutations_->on(base::Mutation::kEngineExposeToAllPeers);
+  base::MutexLock l(&mu_);
+  // A scan: a WINREQ comes once per (endpoint, range), not per request.
+  for (const auto& [start, r] : regions_) {
+    if (r.id != region) continue;
+    return r.revocable && (r.peers.empty() || expose_all ||
+                           std::find(r.peers.begin(), r.peers.end(), identity) != r.peers.end());
+  }
+  return false;
+}
+
 void EngineImpl::DescriptorRefused(uint64_t token, const std::string& from,
                                    const std::string& reason) {
   const uint32_t listener = static_cast<uint32_t>(workers_.size());

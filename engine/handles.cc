@@ -23,6 +23,8 @@ std::string_view HandleKindName(HandleKind k) {
       return "cq";
     case HandleKind::kQp:
       return "qp";
+    case HandleKind::kMw:
+      return "mw";
     case HandleKind::kCount:
       break;
   }
@@ -83,5 +85,6 @@ absl::Status DestroyHandle(hal::Verbs* verbs, hal::CompChannelHandle h) {
 }
 absl::Status DestroyHandle(hal::Verbs* verbs, hal::CqHandle h) { return verbs->DestroyCq(h); }
 absl::Status DestroyHandle(hal::Verbs* verbs, hal::QpHandle h) { return verbs->DestroyQp(h); }
+absl::Status DestroyHandle(hal::Verbs* verbs, hal::MwHandle h) { return verbs->DeallocMw(h); }
 
 }  // namespace ferry::engine

@@ -35,7 +35,7 @@
 
 namespace ferry::engine {
 
-enum class HandleKind : uint8_t { kContext, kPd, kMr, kCompChannel, kCq, kQp, kCount };
+enum class HandleKind : uint8_t { kContext, kPd, kMr, kCompChannel, kCq, kQp, kMw, kCount };
 std::string_view HandleKindName(HandleKind k);
 
 // Counts of creates and successful destroys per kind. Live = created -
@@ -70,12 +70,14 @@ absl::Status DestroyHandle(hal::Verbs* verbs, hal::MrHandle h);
 absl::Status DestroyHandle(hal::Verbs* verbs, hal::CompChannelHandle h);
 absl::Status DestroyHandle(hal::Verbs* verbs, hal::CqHandle h);
 absl::Status DestroyHandle(hal::Verbs* verbs, hal::QpHandle h);
+absl::Status DestroyHandle(hal::Verbs* verbs, hal::MwHandle h);
 constexpr HandleKind KindOf(hal::ContextHandle) { return HandleKind::kContext; }
 constexpr HandleKind KindOf(hal::PdHandle) { return HandleKind::kPd; }
 constexpr HandleKind KindOf(hal::MrHandle) { return HandleKind::kMr; }
 constexpr HandleKind KindOf(hal::CompChannelHandle) { return HandleKind::kCompChannel; }
 constexpr HandleKind KindOf(hal::CqHandle) { return HandleKind::kCq; }
 constexpr HandleKind KindOf(hal::QpHandle) { return HandleKind::kQp; }
+constexpr HandleKind KindOf(hal::MwHandle) { return HandleKind::kMw; }
 
 template <typename H>
 class Owned {
@@ -138,6 +140,7 @@ using OwnedMr = Owned<hal::MrHandle>;
 using OwnedCompChannel = Owned<hal::CompChannelHandle>;
 using OwnedCq = Owned<hal::CqHandle>;
 using OwnedQp = Owned<hal::QpHandle>;
+using OwnedMw = Owned<hal::MwHandle>;
 
 }  // namespace ferry::engine
 

@@ -18,6 +18,7 @@ namespace ferry::engine {
 namespace {
 
 bool HasBody(HandshakeType t) { return t == HandshakeType::kReq || t == HandshakeType::kRep; }
+bool IsWindow(HandshakeType t) { return t == HandshakeType::kWinReq || t == HandshakeType::kWin; }
 
 bool NameCharOk(char c) { return c >= 0x21 && c <= 0x7e; }
 bool TextCharOk(char c) { return c >= 0x20 && c <= 0x7e; }
@@ -111,6 +112,30 @@ class Reader {
   size_t pos_ = 0;
 };
 
+// The window fields of a WINREQ or WIN (none for the other types).
+absl::Status DecodeWindowFields(Reader& r, HandshakeMessage& m) {
+  if (!IsWindow(m.type)) return absl::OkStatus();
+  FERRY_ASSIGN_OR_RETURN(m.window, r.U64("window"));
+  if (m.type != HandshakeType::kWin) return absl::OkStatus();
+  FERRY_ASSIGN_OR_RETURN(uint8_t st, r.U8("window_status"));
+  if (st > 2)
+    return absl::InvalidArgumentError(absl::StrFormat("handshake: WIN status %d not 0..2", st));
+  m.window_status = static_cast<WindowStatus>(st);
+  FERRY_ASSIGN_OR_RETURN(uint8_t n, r.U8("window_rkey_count"));
+  if (n > kHandshakeQpsMax)
+    return absl::InvalidArgumentError(
+        absl::StrFormat("handshake: WIN rkey count %d exceeds %d", n, kHandshakeQpsMax));
+  if (r.remaining() < size_t{n} * 4)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "handshake: truncated WIN rkeys (%d rkeys, %d bytes left)", n, r.remaining()));
+  m.window_rkeys.reserve(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    FERRY_ASSIGN_OR_RETURN(uint32_t k, r.U32("window_rkey"));
+    m.window_rkeys.push_back(k);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string_view HandshakeTypeName(HandshakeType t) {
@@ -125,6 +150,10 @@ std::string_view HandshakeTypeName(HandshakeType t) {
       return "STALE";
     case HandshakeType::kError:
       return "ERROR";
+    case HandshakeType::kWinReq:
+      return "WINREQ";
+    case HandshakeType::kWin:
+      return "WIN";
   }
   return "?";
 }
@@ -138,11 +167,11 @@ std::vector<uint32_t> QpnsOf(const HandshakeMessage& m) {
 
 absl::Status ValidateHandshake(const HandshakeMessage& m) {
   const auto type = static_cast<uint8_t>(m.type);
-  if (type < 1 || type > 5)
+  if (type < 1 || type > kHandshakeTypeMax)
     return absl::InvalidArgumentError(absl::StrFormat("handshake: unknown type %d", type));
   if (m.incarnation == 0) return absl::InvalidArgumentError("handshake: incarnation is 0");
   const bool needs_generation = m.type == HandshakeType::kReq || m.type == HandshakeType::kRep ||
-                                m.type == HandshakeType::kRtu;
+                                m.type == HandshakeType::kRtu || IsWindow(m.type);
   if (needs_generation && m.generation == 0)
     return absl::InvalidArgumentError(
         absl::StrFormat("handshake: %s with generation 0", HandshakeTypeName(m.type)));
@@ -195,6 +224,37 @@ absl::Status ValidateHandshake(const HandshakeMessage& m) {
     return absl::InvalidArgumentError(
         absl::StrFormat("handshake: %s must not carry an error", HandshakeTypeName(m.type)));
   }
+  return ValidateWindowFields(m);
+}
+
+absl::Status ValidateWindowFields(const HandshakeMessage& m) {
+  if (!IsWindow(m.type)) {
+    if (m.window != 0 || m.window_status != WindowStatus::kBound || !m.window_rkeys.empty())
+      return absl::InvalidArgumentError(
+          absl::StrFormat("handshake: %s must not carry window fields", HandshakeTypeName(m.type)));
+    return absl::OkStatus();
+  }
+  if (m.window == 0)
+    return absl::InvalidArgumentError(
+        absl::StrFormat("handshake: %s with window 0", HandshakeTypeName(m.type)));
+  if (m.type == HandshakeType::kWinReq) {
+    if (m.window_status != WindowStatus::kBound || !m.window_rkeys.empty())
+      return absl::InvalidArgumentError("handshake: WINREQ must not carry a status or rkeys");
+    return absl::OkStatus();
+  }
+  const auto st = static_cast<uint8_t>(m.window_status);
+  if (st > 2)
+    return absl::InvalidArgumentError(absl::StrFormat("handshake: WIN status %d not 0..2", st));
+  if (m.window_status != WindowStatus::kBound) {
+    if (!m.window_rkeys.empty())
+      return absl::InvalidArgumentError("handshake: a refused WIN must not list rkeys");
+    return absl::OkStatus();
+  }
+  if (m.window_rkeys.empty() || m.window_rkeys.size() > kHandshakeQpsMax)
+    return absl::InvalidArgumentError(absl::StrFormat("handshake: WIN lists %d rkeys, want 1..%d",
+                                                      m.window_rkeys.size(), kHandshakeQpsMax));
+  for (uint32_t k : m.window_rkeys)
+    if (k == 0) return absl::InvalidArgumentError("handshake: WIN rkey 0");
   return absl::OkStatus();
 }
 
@@ -225,6 +285,12 @@ absl::StatusOr<std::vector<uint8_t>> EncodeHandshake(const HandshakeMessage& m) 
     w.U16(static_cast<uint16_t>(m.error_code));
     w.Str(m.error_message);
   }
+  if (IsWindow(m.type)) w.U64(m.window);
+  if (m.type == HandshakeType::kWin) {
+    w.U8(static_cast<uint8_t>(m.window_status));
+    w.U8(static_cast<uint8_t>(m.window_rkeys.size()));
+    for (uint32_t k : m.window_rkeys) w.U32(k);
+  }
   std::vector<uint8_t> out = w.Take();
   FERRY_CHECK_LE(out.size(), kHandshakeBytesMax);
   return out;
@@ -245,7 +311,7 @@ absl::StatusOr<HandshakeMessage> DecodeHandshake(absl::Span<const uint8_t> bytes
         absl::StrFormat("handshake: protocol version %d not supported (this engine speaks %d)",
                         version, kHandshakeVersion));
   FERRY_ASSIGN_OR_RETURN(uint8_t type, r.U8("type"));
-  if (type < 1 || type > 5)
+  if (type < 1 || type > kHandshakeTypeMax)
     return absl::InvalidArgumentError(absl::StrFormat("handshake: unknown type %d", type));
   FERRY_ASSIGN_OR_RETURN(uint8_t flags, r.U8("flags"));
   if (flags != 0)
@@ -289,6 +355,7 @@ absl::StatusOr<HandshakeMessage> DecodeHandshake(absl::Span<const uint8_t> bytes
     m.error_code = static_cast<absl::StatusCode>(code);
     FERRY_ASSIGN_OR_RETURN(m.error_message, r.Str("error_message", kErrorMessageBytesMax));
   }
+  FERRY_RETURN_IF_ERROR(DecodeWindowFields(r, m));
   if (r.remaining() != 0)
     return absl::InvalidArgumentError(
         absl::StrFormat("handshake: %d trailing bytes after offset %d", r.remaining(), r.offset()));

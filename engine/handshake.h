@@ -6,7 +6,8 @@
 //
 //   u32  magic            0x4B534846 ("FHSK" in memory order)
 //   u16  version          kHandshakeVersion
-//   u8   type             1 REQ, 2 REP, 3 RTU, 4 STALE, 5 ERROR
+//   u8   type             1 REQ, 2 REP, 3 RTU, 4 STALE, 5 ERROR,
+//                         6 WINREQ, 7 WIN (memory windows, below)
 //   u8   flags            0 (anything else is rejected)
 //   u64  incarnation      sender's process incarnation, != 0
 //   u64  generation       sender's endpoint generation for this key
@@ -31,6 +32,16 @@
 //   REQ/REP only:  u8[16] gid, u16 lid, u8 mtu (hal::Mtu, 1..5)
 //   ERROR only:    u16 code (absl::StatusCode, 1..16), str message
 //                  (0..kErrorMessageBytesMax)
+//   WINREQ only:   u64 window (the range's window id from the descriptor,
+//                  != 0): "bind that range's windows on the QPs of the
+//                  endpoint this answers" (generation = the sender's
+//                  endpoint, echo = the receiver's)
+//   WIN only:      u64 window (!= 0), u8 status (0 bound, 1 refused, 2 no
+//                  such endpoint), u8 rkey count (bound: one per QP of the
+//                  endpoint, in QP order, 1..kHandshakeQpsMax, each != 0;
+//                  otherwise 0),
+//                  count x u32 rkey; sent only after every bind of the
+//                  windows completed (docs/security.md section 6)
 //   str = u16 length + bytes; names are printable ASCII without spaces,
 //   the error message printable ASCII.
 //
@@ -82,10 +93,23 @@ inline constexpr uint32_t kPsnMask = 0xffffffu;  // PSNs and QPNs are 24 bit
 inline constexpr size_t kHandshakeHeaderBytes = 4 + 2 + 1 + 1 + 8 * 4;
 inline constexpr size_t kHandshakeBytesMax = kHandshakeHeaderBytes + (2 + kNicPathBytesMax) +
                                              (2 + kNicNameBytesMax) + 1 + kHandshakeQpsMax * 8 +
-                                             (16 + 2 + 1) + (2 + 2 + kErrorMessageBytesMax);
+                                             (16 + 2 + 1) + (2 + 2 + kErrorMessageBytesMax) +
+                                             (8 + 1 + 1 + kHandshakeQpsMax * 4);
 static_assert(kHandshakeBytesMax <= hal::kMaxMessageBytes);
 
-enum class HandshakeType : uint8_t { kReq = 1, kRep = 2, kRtu = 3, kStale = 4, kError = 5 };
+enum class HandshakeType : uint8_t {
+  kReq = 1,
+  kRep = 2,
+  kRtu = 3,
+  kStale = 4,
+  kError = 5,
+  kWinReq = 6,
+  kWin = 7,
+};
+inline constexpr uint8_t kHandshakeTypeMax = 7;
+// kNoEndpoint: the receiver holds no endpoint of that pairing (it
+// retired it): the sender's endpoint is dead too and retires.
+enum class WindowStatus : uint8_t { kBound = 0, kRefused = 1, kNoEndpoint = 2 };
 std::string_view HandshakeTypeName(HandshakeType t);
 
 struct HandshakeQp {
@@ -108,12 +132,17 @@ struct HandshakeMessage {
   hal::Mtu mtu = hal::Mtu::k1024;                       // REQ/REP only
   absl::StatusCode error_code = absl::StatusCode::kOk;  // ERROR only (!= kOk)
   std::string error_message;                            // ERROR only
+  uint64_t window = 0;                                  // WINREQ/WIN only (!= 0)
+  WindowStatus window_status = WindowStatus::kBound;    // WIN only
+  std::vector<uint32_t> window_rkeys;                   // WIN only: one per QP when bound
 
   friend bool operator==(const HandshakeMessage&, const HandshakeMessage&) = default;
 };
 
 // The semantic rules of the file comment on a decoded or to-be-sent message.
 absl::Status ValidateHandshake(const HandshakeMessage& m);
+// ValidateHandshake's part for the window fields (WINREQ, WIN; none elsewhere).
+absl::Status ValidateWindowFields(const HandshakeMessage& m);
 
 // kInvalidArgument (naming the rule) for a message that breaks a rule.
 absl::StatusOr<std::vector<uint8_t>> EncodeHandshake(const HandshakeMessage& m);

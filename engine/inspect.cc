@@ -143,6 +143,11 @@ std::optional<uint32_t> SteppedEngine::ContextIndexOf(std::string_view device) c
     if (cs[i]->device() == device) return i;
   return std::nullopt;
 }
+size_t SteppedEngine::WindowsHeld() const {
+  size_t n = 0;
+  for (const auto& c : impl_->contexts()) n += c->window_count();
+  return n;
+}
 bool SteppedEngine::ContextUp(uint32_t context) const {
   FERRY_CHECK(context < impl_->contexts().size());
   return impl_->contexts()[context]->up();

@@ -169,6 +169,8 @@ class SteppedEngine {
   uint64_t ListenerRejected() const;
   // Verbs handles created and not released (C9), and their report.
   uint64_t LiveHandles() const;
+  // Memory windows held over every context (docs/security.md section 6).
+  size_t WindowsHeld() const;
   std::string HandleReport() const;
 
  private:

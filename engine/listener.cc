@@ -70,7 +70,7 @@ size_t Listener::Step(size_t max, uint64_t first_wait_ns) {
     const std::string& nic = known ? m.dst_nic : env_.nics.front();
     const uint32_t owner =
         OwnerForKey(EndpointKey{nic, path}, static_cast<uint32_t>(env_.workers.size()));
-    env_.workers[owner]->Push(InboxWire{std::move(m), msg.from});
+    env_.workers[owner]->Push(InboxWire{std::move(m), msg.from, msg.identity});
     if (env_.mutations != nullptr && env_.mutations->on(base::Mutation::kEngineC5NonOwnerCall)) {
       // Mutation: a lifecycle step off the owner (the listener touches
       // the owner's CQ); the sim's owner check must fail the run.

@@ -105,6 +105,12 @@ struct WorkerStats {
                                            // peer incarnation was refused (it restarted)
   uint64_t other_incarnation_retires = 0;  // a READY endpoint retired: the next slice's rkeys
                                            // are another incarnation's of the peer
+  // Memory windows (docs/security.md section 6).
+  uint64_t windows_bound = 0;    // window binds that completed (target side)
+  uint64_t windows_revoked = 0;  // windows deallocated at an endpoint's retire
+  uint64_t win_requests = 0;     // WINREQs sent (initiator side, resends included)
+  uint64_t win_refusals = 0;     // WINREQs refused (target side: not offered, no bind)
+  uint64_t windowed_failed = 0;  // slices failed unposted: the peer refused their windows
 };
 
 }  // namespace ferry::engine

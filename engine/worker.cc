@@ -147,6 +147,12 @@ WaitSet Worker::WaitSetNow() {
     if (const Endpoint* ep = Peek(key); ep != nullptr) {
       // Postable: READY, its rail up, a QP with room and CQ quota free.
       if (ep->state() != EndpointState::kReady || RailPaused(key.first)) continue;
+      // Waiting for the peer's windows: the WINREQ resend is the timer (a
+      // WIN arrives through the inbox).
+      if (std::optional<uint64_t> t = WindowWaitNs(*ep, dq.front())) {
+        consider(t);
+        continue;
+      }
       const CqQuota& q = Ledger(ep->cq());
       for (const DataQp& qp : ep->qps())
         if (qp.fifo.size() < ep->wr_depth() && q.free() > 0 && !q.ZombieOverCap())
@@ -345,7 +351,7 @@ void Worker::DrainInbox() {
     if (auto* s = std::get_if<InboxSubmit>(&item)) {
       OnSubmit(s->route);
     } else if (auto* w = std::get_if<InboxWire>(&item)) {
-      OnWire(w->msg, w->from);
+      OnWire(*w);
     } else if (auto* a = std::get_if<InboxAsync>(&item)) {
       OnAsync(a->event);
     } else {
@@ -365,7 +371,9 @@ void Worker::OnSubmit(const std::shared_ptr<TaskRoute>& route) {
   for (uint32_t i = 0; i < route->task->slice_count(); ++i) dq.push_back(Pending{route, i});
 }
 
-void Worker::OnWire(const HandshakeMessage& m, const std::string& from) {
+void Worker::OnWire(const InboxWire& w) {
+  const HandshakeMessage& m = w.msg;
+  const std::string& from = w.from;
   switch (m.type) {
     case HandshakeType::kReq:
       OnReq(m, from);
@@ -379,6 +387,12 @@ void Worker::OnWire(const HandshakeMessage& m, const std::string& from) {
     case HandshakeType::kStale:
     case HandshakeType::kError:
       OnStaleOrError(m, from);
+      break;
+    case HandshakeType::kWinReq:
+      OnWinReq(m, from, w.identity);
+      break;
+    case HandshakeType::kWin:
+      OnWin(m);
       break;
   }
 }

@@ -105,6 +105,9 @@ struct WorkerEnv {
   // blocks (it only takes the engine mutex and sends one control message).
   // The slice itself still fails (non-retryable class). May be empty.
   std::function<void(uint32_t worker, uint64_t segment, uint64_t version)> remote_access_error;
+  // Whether revocable region `region` is offered to peer `identity` (a
+  // WINREQ's check; takes the engine mutex). May be empty: nothing is.
+  std::function<bool(uint64_t region, const std::string& identity)> window_offered;
 };
 
 // One request as the owner needs it (immutable after submit).
@@ -122,6 +125,10 @@ struct TaskRoute {
   uint64_t segment_version = 0;  // that segment descriptor's version
   uint64_t peer_incarnation =
       0;  // that descriptor's peer incarnation (its rkeys are that process's)
+  // The peer range's window id when the peer's device reaches it through
+  // memory windows only (rkey is 0 then): each WR takes the rkey of the
+  // window bound on its QP (docs/security.md section 6).
+  uint64_t window = 0;
   // ---- owner only: one entry per WR posted for this task (the timeout
   // sweep checks each against its QP's FIFO before retiring, C3).
   struct PostedWr {
@@ -140,6 +147,7 @@ struct InboxSubmit {
 struct InboxWire {
   HandshakeMessage msg;
   std::string from;
+  std::string identity;  // the sender's authenticated identity ("" = none: its address)
 };
 struct InboxAsync {
   hal::AsyncEvent event;
@@ -217,6 +225,8 @@ class Worker {
     uint32_t qp_index = 0;
     hal::QpHandle qp;  // as posted (kept after destroy: the ledger's key)
     bool in_use = false;
+    // A memory-window bind (route is null): the range's window id.
+    uint64_t window = 0;
   };
   struct QpRef {
     Endpoint* ep = nullptr;
@@ -268,7 +278,7 @@ class Worker {
   void Reclaim();
 
   void OnSubmit(const std::shared_ptr<TaskRoute>& route);
-  void OnWire(const HandshakeMessage& m, const std::string& from);
+  void OnWire(const InboxWire& w);
   void OnReq(const HandshakeMessage& m, const std::string& from);
   void OnRep(const HandshakeMessage& m, const std::string& from);
   // OnReq's phases (worker_handshake.cc): true when a gate answered the REQ.
@@ -294,6 +304,34 @@ class Worker {
   // than the one `ep` paired with (C6: never posted on it).
   bool BoundElsewhere(const Endpoint& ep, const TaskRoute& route) const;
   void OnAsync(const hal::AsyncEvent& e);
+
+  // ---- memory windows (worker_windows.cc; engine/windows.h)
+  // Initiator: true when the front slice may be posted on `ep` as far as
+  // windows go; else it asks (WINREQ, resent on the handshake timer),
+  // or fails the front slices of a range the peer refused.
+  bool WindowsReady(const Key& key, Endpoint* ep, std::deque<Pending>& dq);
+  // The time the front slice's window request waits for, if it waits.
+  std::optional<uint64_t> WindowWaitNs(const Endpoint& ep, const Pending& front) const;
+  bool HasPeerWindows(const Endpoint& ep, uint64_t window) const;
+  uint32_t PeerWindowRkey(const Endpoint& ep, uint64_t window, uint32_t qi) const;
+  void SendWinReq(Endpoint* ep, uint64_t window);
+  void FailWindowed(std::deque<Pending>& dq, uint64_t window);
+  // Target: a WINREQ binds the range's windows on the endpoint's QPs (once),
+  // a bind CQE counts down to the WIN.
+  void OnWinReq(const HandshakeMessage& m, const std::string& from, const std::string& identity);
+  void PostBinds(const Key& key, Endpoint* ep, uint64_t window, ExposedWindows& ex);
+  void OnBindDone(Endpoint* ep, uint64_t window, hal::WcStatus st);
+  void SendWin(Endpoint* ep, uint64_t window, ExposedWindows& ex);
+  void SendWinRefused(const HandshakeMessage& m, const std::string& from, Endpoint* ep);
+  // The answer to a WINREQ naming a pairing this side no longer holds.
+  void SendWinNoEndpoint(const HandshakeMessage& m, const std::string& from, const Key& key);
+  void OnWin(const HandshakeMessage& m);
+  // Retire: deallocates every window `ep` bound (the peer's rkeys refused
+  // at once); RetryRevokes retries what failed, before a destroy attempt.
+  void RevokeWindows(Endpoint* ep);
+  void RetryRevokes(Endpoint* ep);
+  // The header of a WINREQ or WIN on `ep` (READY, peer recorded).
+  HandshakeMessage WindowMessage(const Endpoint& ep, HandshakeType type, uint64_t window) const;
 
   absl::StatusOr<Endpoint*> NewEndpoint(const Key& key);
   // NewEndpoint's parts (worker_handshake.cc): index a new endpoint's QPs
@@ -430,6 +468,9 @@ class Worker {
   std::vector<InboxItem> drain_scratch_;          // DrainInbox scratch; empty between calls
   std::array<ChainEntry, kChainMax> chain_;       // PostAll scratch; empty between calls
   std::array<hal::SendWr, kChainMax> chain_wrs_;  // sg_list[1..] and imm_data stay 0
+  // Test-only (kEngineMwReuseAcrossEndpoints): the peer windows of a
+  // retired endpoint, handed to the next endpoint of its key.
+  std::map<Key, std::map<uint64_t, PeerWindows>> kept_windows_;
   uint64_t next_qp_uid_ = 1;
   // No unhandled task of tasks_ expires before this (UINT64_MAX: none).
   uint64_t next_task_deadline_ns_ = UINT64_MAX;

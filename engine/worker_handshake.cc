@@ -103,6 +103,7 @@ void Worker::RetireEvicted(std::unique_ptr<Endpoint> victim, bool was_idle, uint
   v->BeginRetire(RetireReason::kEvicted, now, cfg_.drain_timeout_ns);
   for (const DataQp& q : v->qps()) FERRY_CHECK(Ledger(v->cq()).MarkRetiring(q.qp.get()).ok());
   NoteEvent("ep_retire", vkey, v->generation(), static_cast<uint64_t>(RetireReason::kEvicted));
+  RevokeWindows(v);
   retiring_.push_back(std::move(victim));
   CheckZombies(v->cq());
 }
@@ -475,6 +476,11 @@ bool Worker::ToRtsAndReady(Endpoint* ep, const Key& key, uint64_t peer_generatio
   }
   ep->MarkReady();
   ++stats_.handshakes_done;
+  if (auto kept = kept_windows_.find(key); kept != kept_windows_.end()) {
+    // Test-only (kEngineMwReuseAcrossEndpoints): the old endpoint's rkeys.
+    ep->peer_windows = std::move(kept->second);
+    kept_windows_.erase(kept);
+  }
   FERRY_CHECK(ep->peer().has_value());  // READY only once the peer is recorded
   NoteReadyIncarnation(key, ep->peer()->incarnation);
   NoteEvent("ep_ready", key, ep->generation(), peer_generation);

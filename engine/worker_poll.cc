@@ -68,8 +68,10 @@ void Worker::HandleCqe(const hal::WorkCompletion& wc) {
   FERRY_CHECK(Ledger(ep->cq()).ReleaseOnCqe(s.qp).ok());
   std::shared_ptr<TaskRoute> route = std::move(s.route);
   const uint32_t slice = s.slice;
+  const uint64_t window = s.window;
   s.in_use = false;
   free_slots_.push_back(id.slot);
+  if (route == nullptr) OnBindDone(ep, window, wc.status);  // a window bind
   if (wc.status != hal::WcStatus::kSuccess) {
     const Key key{ep->context(), ep->peer_path()};
     NoteEvent("cqe_error", key, static_cast<uint64_t>(wc.status), ep->generation());
@@ -80,6 +82,7 @@ void Worker::HandleCqe(const hal::WorkCompletion& wc) {
       Retire(ep, RetireReason::kErrorCompletion);
     }
   }
+  if (route == nullptr) return;
   ResolveAttempt(route, slice, wc.status, false, ep->retire_reason());
 }
 
@@ -163,6 +166,7 @@ void Worker::ResolveFifoByEvidence(DataQp& q, RetireReason why) {
     const uint32_t slice = s.slice;
     s.in_use = false;
     free_slots_.push_back(slot);
+    if (route == nullptr) continue;  // a window bind: revoked with its endpoint
     ResolveAttempt(route, slice, hal::WcStatus::kWrFlushErr, true, why);
   }
 }

@@ -78,6 +78,8 @@ void Worker::PostKey(const Key& key, std::deque<Pending>& dq, uint32_t* budget) 
   }
   CqQuota& ledger = Ledger(ep->cq());
   if (ledger.ZombieOverCap()) return;
+  // A windowed range's slices wait for the peer's WIN on this endpoint.
+  if (!WindowsReady(key, ep, dq)) return;
   FERRY_CHECK_GT(ep->qps().size(), 0u);
   FERRY_CHECK_LE(ep->qps().size(), kQpsPerEndpointMax);
   // Bounded: every round posts at least one WR (budget) or stops.
@@ -166,6 +168,11 @@ uint32_t Worker::TakeChain(Endpoint* ep, int64_t quota_free, uint32_t budget,
     // (C6): the chain stops before it; PostAll retires the endpoint once
     // it is idle.
     if (BoundElsewhere(*ep, *dq.front().route)) break;
+    // A windowed range without its windows on this endpoint yet: the
+    // chain stops before it (PostKey asks for them).
+    if (const uint64_t w = dq.front().route->window;
+        w != 0 && !HasPeerWindows(*ep, w) && !Mut(base::Mutation::kEngineMwPostBeforeWin))
+      break;
     Pending p = std::move(dq.front());
     dq.pop_front();
     Task& task = *p.route->task;
@@ -200,6 +207,7 @@ void Worker::FillWr(ChainEntry& e, Endpoint* ep, uint32_t qi, Context* rc, hal::
   s.qp_index = qi;
   s.qp = q.qp.get();
   s.in_use = true;
+  s.window = 0;
   task.mutable_slice(e.p.slice).wr_generation = s.generation;
   // Every field the chain varies is set; sg_list[1..] and imm_data keep the
   // zeroes they were constructed with.
@@ -217,7 +225,8 @@ void Worker::FillWr(ChainEntry& e, Endpoint* ep, uint32_t qi, Context* rc, hal::
   wr.sg_list[0] =
       hal::Sge{e.p.route->local_addr + off, task.SliceLengthBytes(e.p.slice), e.p.route->lkey};
   wr.remote_addr = e.p.route->remote_addr + off;
-  wr.rkey = e.p.route->rkey;
+  // A windowed range: the window bound on this very QP for us.
+  wr.rkey = e.p.route->window == 0 ? e.p.route->rkey : PeerWindowRkey(*ep, e.p.route->window, qi);
 }
 
 bool Worker::PostQpChain(const Key& key, Endpoint* ep, uint32_t qi, uint32_t n, uint32_t count,

@@ -109,6 +109,7 @@ void Worker::Retire(Endpoint* ep, RetireReason why) {
   CqQuota& ledger = Ledger(ep->cq());
   for (const DataQp& q : ep->qps()) FERRY_CHECK(ledger.MarkRetiring(q.qp.get()).ok());
   NoteEvent("ep_retire", key, ep->generation(), static_cast<uint64_t>(why));
+  RevokeWindows(ep);  // the peer's rkeys refused from now on
   retiring_.push_back(std::move(*held));
   CheckZombies(ep->cq());
 }

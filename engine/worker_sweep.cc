@@ -123,6 +123,7 @@ void Worker::Sweep() {
   ServeParkedContexts();
   for (auto& ep : retiring_) {
     if (ep->state() != EndpointState::kRetiring || rails_[ep->context()].parked) continue;
+    RetryRevokes(ep.get());  // windows before QPs: a failed dealloc again
     std::vector<std::pair<bool, uint32_t>> before;
     for (const DataQp& q : ep->qps()) before.emplace_back(q.destroyed, q.destroy_failures);
     ep->RetireStep(now, cfg_.destroy_backoff_ns_min, cfg_.destroy_backoff_ns_max,

@@ -126,13 +126,25 @@ struct MemoryOptions {
   // of the peer); with authentication off it is the peer's control address
   // "host:port", which the peer claims and nothing verifies.
   std::vector<std::string> peers;
+  // Revocable remote access (docs/security.md section 6): each peer reaches
+  // the range only through type 2 memory windows bound to the QPs of its
+  // own endpoint, so retiring that endpoint (or UnregisterMemory) refuses
+  // its rkeys at once, on every QP. The MR itself is registered without
+  // remote access. On a device without type 2 windows the range falls
+  // back to MR rkeys there (BufferRange::windows says which).
+  bool revocable = false;
 };
 
 struct BufferDescriptor {
   uint64_t addr = 0;
   uint64_t length_bytes = 0;
-  std::vector<uint32_t> rkeys;  // index = device index
+  std::vector<uint32_t> rkeys;  // index = device index (0 where windowed)
   RemoteAccess access = RemoteAccess::kReadWrite;
+  // Revocable ranges: the owner's id of the range (never reused), which a
+  // peer names to ask for its windows, and the devices (bit = device
+  // index) on which it is reached only through windows. 0 and 0 otherwise.
+  uint64_t window = 0;
+  uint64_t window_devices = 0;
 };
 struct SegmentDescriptor {
   std::string address;       // "host:port" of the owning engine
@@ -156,6 +168,9 @@ struct BufferRange {
   uint64_t addr = 0;
   uint64_t length_bytes = 0;
   RemoteAccess access = RemoteAccess::kReadWrite;
+  // Reached through memory windows on at least one of the peer's devices
+  // (MemoryOptions::revocable, where that device has type 2 windows).
+  bool windows = false;
 };
 struct SegmentInfo {
   std::string address;

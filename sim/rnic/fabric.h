@@ -245,6 +245,9 @@ class Fabric final : public Actor {
   std::string UnconsumedWrOn(const void* addr, uint64_t len) const {
     return UnconsumedWrOn(addr, len, WrFilter{});
   }
+  // Memory windows bound to the live QP `qpn` of host `host`'s device
+  // `device` (the oracle's mw_revoked rule: none once its endpoint retired).
+  uint32_t BoundMwsOnQpn(uint32_t host, std::string_view device, uint32_t qpn) const;
   uint64_t LiveCount(ObjectKind k) const { return live_[static_cast<size_t>(k)]; }
   uint64_t CreatedCount(ObjectKind k) const { return created_[static_cast<size_t>(k)]; }
   // One line per live object: "qp h0/sim0 qpn=17 state=RTS outstanding=3".

@@ -82,6 +82,16 @@ void Fabric::FreeMwNow(uint32_t wi) {
   --live_[K(ObjectKind::kMw)];
 }
 
+uint32_t Fabric::BoundMwsOnQpn(uint32_t host, std::string_view device, uint32_t qpn) const {
+  uint32_t n = 0;
+  for (uint32_t qi = 0; qi < qps_.size(); ++qi) {
+    const Qp& q = *qps_[qi];
+    if (q.alive && q.host == host && q.qpn == qpn && devices_[q.dev].name == device)
+      n += BoundMwsOf(qi);
+  }
+  return n;
+}
+
 uint32_t Fabric::BoundMwsOf(uint32_t qi) const {
   uint32_t n = 0;
   for (const Mw& w : mws_) n += (w.alive && w.bound && w.qp == qi) ? 1 : 0;

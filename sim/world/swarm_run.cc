@@ -105,6 +105,11 @@ class Run {
     wo.buf_bytes = layout_.bytes;
     wo.steps_max = o_.steps_max;
     wo.wake = o_.wake;
+    if (shape_.revocable) {
+      MemoryOptions m;
+      m.revocable = true;
+      for (uint32_t h = 0; h < shape_.hosts; ++h) wo.host_memory[h] = m;
+    }
     w_ =
         std::make_unique<TwoEngines>(seed_, plan_.world.net, o_.mutations, shape_.Config(), fc, wo);
     Verdict(Body());

@@ -122,6 +122,7 @@ WorldShape DrawShape(uint64_t seed) {
   s.cancel = Pick<sim::Ratio, 3>(p, {sim::kNever, sim::Ratio{1, 16}, sim::Ratio{1, 4}});
   s.c8_probe = Pick<sim::Ratio, 2>(p, {sim::kNever, sim::Ratio{1, 32}});
   s.poison_on_reuse = p.Below(2) == 1;
+  s.revocable = p.Below(2) == 1;  // drawn last: the earlier draws stay as they were
   FERRY_CHECK(s.Config().Validate().ok());
   return s;
 }
@@ -142,7 +143,8 @@ std::string WorldShape::ToString() const {
   absl::StrAppend(&out, "  workload: ", slots, " slots of <= ", slot_bytes,
                   " B, batches <= ", batch_max, ", ", peers_per_host, " peers/host, cancel ",
                   RatioText(cancel), ", c8 probes ", RatioText(c8_probe), ", poison on reuse ",
-                  poison_on_reuse ? "on" : "off", ", buffer ", BufBytes(), " B/host\n");
+                  poison_on_reuse ? "on" : "off", ", buffer ", BufBytes(), " B/host",
+                  revocable ? ", revocable (memory windows)" : "", "\n");
   return out;
 }
 

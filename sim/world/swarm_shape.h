@@ -64,6 +64,9 @@ struct WorldShape {
   sim::Ratio cancel = sim::kNever;    // per host per round: cancel one pending task
   sim::Ratio c8_probe = sim::kNever;  // per host per round: FreeBatch/Unregister while pending
   bool poison_on_reuse = false;       // a freed slot's buffer is overwritten at once
+  // Every host's buffer is registered revocable (MemoryOptions::revocable):
+  // peers reach it through memory windows (docs/security.md section 6).
+  bool revocable = false;
 
   // The engine config of this shape (from ScenarioConfig()).
   EngineConfig Config() const;

@@ -455,6 +455,15 @@ void TwoEngines::OnEngineEvent(uint32_t h, const LifecycleRecord& r, const engin
     CheckIdleEviction(h, r);
     return;
   }
+  if (r.kind == "mw_revoked") {
+    // Retiring an endpoint revokes the windows it bound at once
+    // (docs/security.md section 6): none stays bound on its QPs.
+    const std::string device = r.key.substr(0, r.key.find('|'));
+    if (const uint32_t n = fabric_.BoundMwsOnQpn(h, device, static_cast<uint32_t>(r.a)); n > 0)
+      Fail(absl::StrCat("window_after_retire: h", h, " ", r.key, " qpn ", r.a, " still has ", n,
+                        " memory window(s) bound after its endpoint retired"));
+    return;
+  }
   if (r.kind == "refetch_start" || r.kind == "refetch_applied") {
     // A refetch answer with a lower or equal version changes nothing: an
     // applied descriptor is newer than every version the segment had.

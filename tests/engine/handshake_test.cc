@@ -49,6 +49,8 @@ HandshakeMessage Reply(HandshakeType type) {
     m.error_code = absl::StatusCode::kResourceExhausted;
     m.error_message = "endpoint store full";
   }
+  if (type == HandshakeType::kWinReq || type == HandshakeType::kWin) m.window = 0x0102030405060708;
+  if (type == HandshakeType::kWin) m.window_rkeys = {0x80001af, 0x80002b0};
   return m;
 }
 
@@ -75,8 +77,13 @@ constexpr size_t kOffIncarnation = 8;
 constexpr size_t kOffSrcLen = kHandshakeHeaderBytes;
 
 TEST(Handshake, EveryTypeRoundTrips) {
-  for (const HandshakeMessage& m : {Req(), Rep(), Reply(HandshakeType::kRtu),
-                                    Reply(HandshakeType::kStale), Reply(HandshakeType::kError)}) {
+  HandshakeMessage refused = Reply(HandshakeType::kWin);
+  refused.window_status = WindowStatus::kRefused;
+  refused.window_rkeys.clear();
+  for (const HandshakeMessage& m :
+       {Req(), Rep(), Reply(HandshakeType::kRtu), Reply(HandshakeType::kStale),
+        Reply(HandshakeType::kError), Reply(HandshakeType::kWinReq), Reply(HandshakeType::kWin),
+        refused}) {
     const std::vector<uint8_t> bytes = Enc(m);
     auto back = DecodeHandshake(bytes);
     ASSERT_TRUE(back.ok()) << HandshakeTypeName(m.type) << ": " << back.status();
@@ -151,8 +158,8 @@ TEST(HandshakeDecode, RejectsUnknownTypeAndFlags) {
   std::vector<uint8_t> b = Enc(Req());
   b[kOffType] = 0;
   ExpectRejected(b, absl::StatusCode::kInvalidArgument, "unknown type 0");
-  b[kOffType] = 6;
-  ExpectRejected(b, absl::StatusCode::kInvalidArgument, "unknown type 6");
+  b[kOffType] = 8;
+  ExpectRejected(b, absl::StatusCode::kInvalidArgument, "unknown type 8");
   b = Enc(Req());
   b[kOffFlags] = 1;
   ExpectRejected(b, absl::StatusCode::kInvalidArgument, "flags");
@@ -270,6 +277,53 @@ TEST(HandshakeDecode, RejectsBadErrorFields) {
   b[code_off + 2] = 0x01;
   b[code_off + 3] = 0x02;  // 513 > kErrorMessageBytesMax
   ExpectRejected(b, absl::StatusCode::kInvalidArgument, "error_message length 513");
+}
+
+// WINREQ and WIN (docs/security.md section 6): the window fields only on
+// them, each checked, every truncation of a WIN refused.
+TEST(HandshakeDecode, RejectsBadWindowFields) {
+  const std::vector<uint8_t> win = Enc(Reply(HandshakeType::kWin));
+  // 40 header + 2+5 src + 2+1 dst + 1 count + 8 window + 1 status + 1 n + 2*4
+  ASSERT_EQ(win.size(), 40u + 7 + 3 + 1 + 8 + 1 + 1 + 8);
+  const size_t off_window = 40 + 7 + 3 + 1;
+  for (size_t n = 0; n < win.size(); ++n)
+    EXPECT_FALSE(DecodeHandshake(absl::MakeConstSpan(win.data(), n)).ok()) << n;
+  std::vector<uint8_t> b = win;
+  for (size_t i = 0; i < 8; ++i) b[off_window + i] = 0;
+  ExpectRejected(b, absl::StatusCode::kInvalidArgument, "window 0");
+  b = win;
+  b[off_window + 8] = 3;
+  ExpectRejected(b, absl::StatusCode::kInvalidArgument, "WIN status 3 not 0..2");
+  b = win;
+  b[off_window + 9] = 65;
+  ExpectRejected(b, absl::StatusCode::kInvalidArgument, "rkey count 65 exceeds 64");
+  b = win;
+  b[off_window + 9] = 3;
+  ExpectRejected(b, absl::StatusCode::kInvalidArgument, "truncated WIN rkeys");
+  b = win;
+  for (size_t i = 0; i < 4; ++i) b[off_window + 10 + i] = 0;
+  ExpectRejected(b, absl::StatusCode::kInvalidArgument, "WIN rkey 0");
+  b = win;
+  b[off_window + 8] = 1;  // refused, but lists rkeys
+  ExpectRejected(b, absl::StatusCode::kInvalidArgument, "refused WIN must not list rkeys");
+  b = win;
+  b[off_window + 9] = 0;  // bound with no rkey
+  b.resize(off_window + 10);
+  ExpectRejected(b, absl::StatusCode::kInvalidArgument, "WIN lists 0 rkeys");
+  // The fields on another type are refused by the encoder.
+  HandshakeMessage rtu = Reply(HandshakeType::kRtu);
+  rtu.window = 9;
+  EXPECT_THAT(std::string(EncodeHandshake(rtu).status().message()),
+              HasSubstr("RTU must not carry window fields"));
+  HandshakeMessage wreq = Reply(HandshakeType::kWinReq);
+  wreq.window_rkeys = {1};
+  EXPECT_THAT(std::string(EncodeHandshake(wreq).status().message()),
+              HasSubstr("WINREQ must not carry a status or rkeys"));
+  // A WINREQ answers an endpoint: echo needed.
+  wreq = Reply(HandshakeType::kWinReq);
+  wreq.echo_generation = 0;
+  EXPECT_THAT(std::string(EncodeHandshake(wreq).status().message()),
+              HasSubstr("WINREQ without the echo"));
 }
 
 TEST(HandshakeEncode, RefusesInvalidMessages) {
