@@ -132,6 +132,11 @@ struct SwarmOptions {
   // here, so the named regressions replay the runs they were found in;
   // ferry-sim sweeps with kCqe unless told --wake spin.
   WakeModel wake = WakeModel::kSpin;
+  // Memory windows (part of the replay key): the random profile's shape
+  // draws whether buffers are revocable; false registers them plainly, as
+  // before windows existed, so the named regressions found then replay
+  // the runs they were found in (ferry-sim: --windows off).
+  bool windows = true;
 };
 
 struct SwarmReport {

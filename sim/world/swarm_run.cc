@@ -105,7 +105,7 @@ class Run {
     wo.buf_bytes = layout_.bytes;
     wo.steps_max = o_.steps_max;
     wo.wake = o_.wake;
-    if (shape_.revocable) {
+    if (shape_.revocable && o_.windows) {
       MemoryOptions m;
       m.revocable = true;
       for (uint32_t h = 0; h < shape_.hosts; ++h) wo.host_memory[h] = m;

@@ -78,6 +78,9 @@ oracle on after every step, one seeded world and fault plan per seed.
                      a CQE is there (an owner asleep on its completion
                      channels); spin: at every step (the model before
                      session 11; part of the replay key)
+  --windows on|off   on (default): the random profile draws whether buffers
+                     are revocable (memory windows); off: never (replays a
+                     seed found before windows; part of the replay key)
   --jobs N           seeds run at once in N forked children, each running
                      seeds one after another (default 1)
   --shard I/N        run only the seeds s of the range with (s - A) % N == I
@@ -229,6 +232,9 @@ std::string ParseArgs(int argc, char** argv, Args* a, bool* help) {
     } else if (arg == "--wake") {
       if (!value(&v) || (v != "cqe" && v != "spin")) return "--wake needs cqe or spin";
       a->wake = v == "cqe" ? simworld::WakeModel::kCqe : simworld::WakeModel::kSpin;
+    } else if (arg == "--windows") {
+      if (!value(&v) || (v != "on" && v != "off")) return "--windows needs on or off";
+      a->windows = v == "on";
     } else if (arg == "--jobs") {
       uint64_t n = 0;
       if (!value(&v) || !ParseU64(v, &n) || n == 0 || n > kJobsMax)

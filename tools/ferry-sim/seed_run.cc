@@ -98,6 +98,7 @@ simworld::SwarmOptions OptionsOf(const Args& a) {
   o.terminal_ns = a.terminal_ns;
   o.steps_max = a.steps_max;
   o.wake = a.wake;
+  o.windows = a.windows;
   return o;
 }
 
@@ -115,6 +116,7 @@ std::string ReplayCommand(const char* argv0, const Args& a, uint64_t seed) {
   if (a.wake != Args{}.wake) absl::StrAppend(&cmd, " --wake ", AV(simworld::WakeModelName(a.wake)));
   if (a.mode == Mode::kDeterminism) absl::StrAppend(&cmd, " --mode determinism");
   absl::StrAppend(&cmd, " --trace");
+  if (!a.windows) absl::StrAppend(&cmd, " --windows off");
   return cmd;
 }
 

@@ -59,6 +59,9 @@ struct Args {
   // Owners sleep until a CQE (the library's SwarmOptions keeps kSpin for
   // the named regressions; --wake spin replays a seed found before kCqe).
   simworld::WakeModel wake = simworld::WakeModel::kCqe;
+  // --windows off: buffers never revocable (replays a seed found before
+  // memory windows).
+  bool windows = true;
   uint32_t jobs = 1;
   uint32_t shard_index = 0, shard_count = 1;
   uint64_t time_budget_s = 0;  // 0: none

@@ -33,6 +33,8 @@ simworld::SwarmReport RunRandom(uint64_t seed, std::initializer_list<base::Mutat
   o.profile = WorldProfile::kRandom;
   o.families.stall = stall;
   o.wake = wake;
+  // The seeds below were found before memory windows: they replay without.
+  o.windows = false;
 #if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
   for (base::Mutation m : switches) o.mutations.Enable(m);
 #else
@@ -492,6 +494,72 @@ TEST(CampaignRegression, Seed12132945ImpliedNakStormStarvesADevice) {
                    "wave 3: h0 -> h1 rail index 2 not COMPLETED within 4 attempts: TIMEOUT "
                    "TIMEOUT TIMEOUT TIMEOUT",
                    /*stall=*/true, simworld::WakeModel::kCqe);
+}
+
+// ---------------------------------------------------------------- windows
+// Memory windows (docs/security.md section 6) in the random profile with
+// ferry-sim's defaults (every family, the cqe wake, windows on), found by
+// its sweep of 1..200 while windows were being built (session 17).
+simworld::SwarmReport RunWindows(uint64_t seed, std::initializer_list<base::Mutation> sw = {}) {
+  simworld::SwarmOptions o;
+  o.profile = WorldProfile::kRandom;
+  o.wake = simworld::WakeModel::kCqe;
+#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
+  for (base::Mutation m : sw) o.mutations.Enable(m);
+#else
+  (void)sw;
+#endif
+  return simworld::RunSwarm(seed, o);
+}
+
+// Seed 8: a bind that failed ENOMEM (resource_fail, post_send ENOMEM)
+// refused the range for the endpoint's life (liveness: "not COMPLETED
+// within 4 attempts with every fault off"). Fix: a transient failure
+// leaves the rest of the binds to the peer's WINREQ resend.
+TEST(CampaignWindows, Seed8ATransientBindFailureIsRetried) {
+  const simworld::SwarmReport r = RunWindows(8);
+  EXPECT_EQ(r.message, "") << r.plan_text;
+  EXPECT_GE(r.probes.at("mw_bind_failed"), 1u) << "seed 8 no longer fails a bind";
+  EXPECT_GE(r.probes.at("win_sent"), 1u);
+}
+
+// Seed 85: a bind on a hung QP never completed and the target had no
+// timer for it, and a WINREQ for a pairing the target had retired went
+// unanswered: the initiator, READY and idle, gave up again and again.
+// Fix: a bind pending past a handshake timeout retires the endpoint, and
+// a WINREQ naming a retired pairing is answered WIN(no endpoint), which
+// retires the initiator's side too.
+TEST(CampaignWindows, Seed85StuckBindsAndRetiredPairingsAreAnswered) {
+  const simworld::SwarmReport r = RunWindows(85);
+  EXPECT_EQ(r.message, "") << r.plan_text;
+  EXPECT_GE(r.probes.at("mw_bind_stuck"), 1u) << "seed 85 no longer strands a bind";
+  EXPECT_GE(r.probes.at("win_no_endpoint"), 1u);
+}
+
+// Each window mutation is caught by the sweep's own checks at seed 2, with
+// no hint: the oracle's window_after_retire rule, or liveness (the RNIC
+// refuses the rkeys, so the tasks FAIL).
+TEST(CampaignWindows, Seed2CatchesEachWindowMutation) {
+  const simworld::SwarmReport clean = RunWindows(2);
+  EXPECT_EQ(clean.message, "") << clean.plan_text;
+  EXPECT_GE(clean.probes.at("mw_revoked"), 1u);
+#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
+  const simworld::SwarmReport kept = RunWindows(2, {base::Mutation::kEngineMwKeepAtRetire});
+  EXPECT_EQ(kept.failure, simworld::FailureClass::kSafety);
+  EXPECT_TRUE(Contains(kept.message,
+                       "window_after_retire: h3 sim1|h0:1000@sim1 qpn 17 still has 1 memory "
+                       "window(s) bound after its endpoint retired"))
+      << kept.message;
+  for (base::Mutation m :
+       {base::Mutation::kEngineMwReuseAcrossEndpoints, base::Mutation::kEngineMwPostBeforeWin}) {
+    const simworld::SwarmReport r = RunWindows(2, {m});
+    EXPECT_EQ(r.failure, simworld::FailureClass::kLiveness) << base::MutationName(m);
+    EXPECT_TRUE(Contains(r.message,
+                         "wave 2: not COMPLETED within 4 attempts with every fault off: "
+                         "h3->h0 tag 9300 FAILED"))
+        << base::MutationName(m) << ": " << r.message;
+  }
+#endif
 }
 
 }  // namespace
