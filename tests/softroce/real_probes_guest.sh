@@ -10,6 +10,9 @@
 #      FERRY_MUTATION=engine_c1_early_publish: it must FAIL, and fail on the
 #      first two rows (TIMEOUT while RTS, reused memory touched), each
 #      non-zero.
+#   3. PROBE_MUT --gtest_filter=Windows.* under
+#      FERRY_MUTATION=engine_mw_reuse_across_endpoints: it must FAIL, with
+#      rxe refusing the old window rkeys on the new QP (REM_ACCESS_ERR).
 # Prints a summary line per run and "real_probes: all passed" only if both
 # verdicts hold.
 #
@@ -56,7 +59,7 @@ fi
 summary+=("$(printf '%-44s %8d ms  %s' "probes, production engine" "$MS" "$verdict")")
 # The figures the issue asks for, gathered below the summary.
 figures=$(grep -A6 '^probe table' "$log"; grep '^reconnect (\|done rounds=\|killed (SIGKILL)' "$log";
-  grep -A9 '^link faults' "$log")
+  grep -A9 '^link faults' "$log"; grep '^windows: ' "$log")
 
 run "probe, engine_c1_early_publish" env FERRY_MUTATION=engine_c1_early_publish \
   "$probe_mut" --gtest_filter='BufferSafetyProbe.*'
@@ -70,6 +73,18 @@ elif ! grep -q 'C1 broken on real verbs: the RNIC touched reused memory after TI
 fi
 [[ $verdict == ok* ]] || failed=1
 summary+=("$(printf '%-44s %8d ms  %s' "probe, engine_c1_early_publish" "$MS" "$verdict")")
+
+run "probe, engine_mw_reuse_across_endpoints" env FERRY_MUTATION=engine_mw_reuse_across_endpoints \
+  "$probe_mut" --gtest_filter='Windows.*'
+verdict="ok (failed as it must)"
+if ((RC == 0)); then
+  verdict="FAILED (the probe passed under the switch)"
+elif ! grep -q '^windows: after the target retired .* I1 errors: .*REM_ACCESS_ERR=[1-9]' "$log"; then
+  verdict="FAILED (rxe did not refuse the old window rkeys with REM_ACCESS_ERR)"
+fi
+[[ $verdict == ok* ]] || failed=1
+summary+=("$(printf '%-44s %8d ms  %s' "probe, engine_mw_reuse_across_endpoints" "$MS" "$verdict")")
+figures+=$'\n'"$(grep '^windows: ' "$log" | sed 's/^/(mutated) /')"
 
 rm -f "$log"
 echo "=== real_probes figures (production engine)"

@@ -35,7 +35,8 @@ std::vector<std::string> RdmaDevices() {
 
 absl::StatusOr<std::unique_ptr<Side>> StartSide(const std::string& device, EngineConfig config,
                                                 size_t buf_bytes, std::atomic<uint64_t>* seq,
-                                                const base::Mutations& mutations, uint16_t port) {
+                                                const base::Mutations& mutations, uint16_t port,
+                                                const MemoryOptions& memory) {
   auto s = std::make_unique<Side>();
   s->seq = seq;
   s->mutations = mutations;
@@ -50,7 +51,8 @@ absl::StatusOr<std::unique_ptr<Side>> StartSide(const std::string& device, Engin
   if (!e.ok()) return e.status();
   s->engine = std::move(*e);
   s->buf.assign(buf_bytes, 0);
-  if (absl::Status r = s->engine->RegisterMemory(s->buf.data(), s->buf.size()); !r.ok()) return r;
+  if (absl::Status r = s->engine->RegisterMemory(s->buf.data(), s->buf.size(), memory); !r.ok())
+    return r;
   engine::StartThreadedRuntime(s->engine.get());
   return s;
 }

@@ -52,8 +52,8 @@ struct Side {
 // listening on 127.0.0.1:`port` (0: any), with `buf_bytes` registered.
 absl::StatusOr<std::unique_ptr<Side>> StartSide(const std::string& device, EngineConfig config,
                                                 size_t buf_bytes, std::atomic<uint64_t>* seq,
-                                                const base::Mutations& mutations,
-                                                uint16_t port = 0);
+                                                const base::Mutations& mutations, uint16_t port = 0,
+                                                const MemoryOptions& memory = {});
 // Opens the segment of the engine at `address`, waiting up to timeout_ns.
 absl::StatusOr<SegmentHandle> Open(Side& side, const std::string& address, uint64_t timeout_ns);
 // Submits one request on a fresh batch of one; returns its task.
