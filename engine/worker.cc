@@ -141,6 +141,7 @@ WaitSet Worker::WaitSetNow() {
   }
   // WRs without evidence, live or retiring, hold CQ quota (C4).
   if (QuotaUsed() > 0) ws.poll_now = true;
+  if (!bind_deadlines_.empty()) consider(bind_deadlines_.front().first);
   // Keys with queued slices (PostAll erases the others).
   for (const auto& [key, dq] : pending_) {
     if (dq.empty()) continue;

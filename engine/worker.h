@@ -330,6 +330,11 @@ class Worker {
   // at once); RetryRevokes retries what failed, before a destroy attempt.
   void RevokeWindows(Endpoint* ep);
   void RetryRevokes(Endpoint* ep);
+  // The bind deadline (handshake_timeout_ns * (handshake_retries + 1)), and
+  // the sweep of bind_deadlines_: an endpoint with a bind past it retires.
+  uint64_t BindWaitNs() const;
+  bool BindsStuck(const Endpoint& ep, uint64_t now) const;
+  void SweepBinds(uint64_t now);
   // The header of a WINREQ or WIN on `ep` (READY, peer recorded).
   HandshakeMessage WindowMessage(const Endpoint& ep, HandshakeType type, uint64_t window) const;
 
@@ -471,6 +476,12 @@ class Worker {
   // Test-only (kEngineMwReuseAcrossEndpoints): the peer windows of a
   // retired endpoint, handed to the next endpoint of its key.
   std::map<Key, std::map<uint64_t, PeerWindows>> kept_windows_;
+  // When the binds posted on a key's endpoint must have completed, in post
+  // order (the clock is monotonic, the wait a constant: the front is the
+  // earliest). A bind is local; one still without its CQE then sits on a
+  // hung QP, and nothing else would retire its endpoint (no task waits on
+  // it): sweep seed 597269248, a store full of such endpoints.
+  std::deque<std::pair<uint64_t, Key>> bind_deadlines_;
   uint64_t next_qp_uid_ = 1;
   // No unhandled task of tasks_ expires before this (UINT64_MAX: none).
   uint64_t next_task_deadline_ns_ = UINT64_MAX;

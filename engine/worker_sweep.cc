@@ -93,6 +93,7 @@ bool SiblingDestroyed(const Endpoint& ep, const DataQp& q) {
 void Worker::Sweep() {
   const uint64_t now = env_->clock->NowNs();
   SweepTimeouts(now);
+  SweepBinds(now);
   // Handshake timers.
   std::vector<Endpoint*> failed;
   // Only while some endpoint is in the handshake (connecting_ counts them).

@@ -185,11 +185,10 @@ void Worker::OnWinReq(const HandshakeMessage& m, const std::string& from,
     SendWinRefused(m, from, ep);
     return;
   }
-  if (ex.binds_pending > 0 &&
-      env_->clock->NowNs() - ex.first_bind_ns >= cfg_.handshake_timeout_ns) {
-    // A bind is a local operation: one still without its CQE after a
-    // handshake timeout sits on a hung QP. The retire gets evidence, and
-    // the peer, told, reconnects.
+  if (BindsStuck(*ep, env_->clock->NowNs())) {
+    // A bind is a local operation: one still without its CQE after the
+    // bind wait sits on a hung QP. The retire gets evidence, and the
+    // peer, told, reconnects (SweepBinds does the same without a WINREQ).
     NoteEvent("mw_bind_stuck", key, m.window, ex.binds_pending);
     Retire(ep, RetireReason::kTimeout);
     SendWinNoEndpoint(m, from, key);
@@ -244,7 +243,10 @@ void Worker::PostBinds(const Key& key, Endpoint* ep, uint64_t window, ExposedWin
     s.window = window;
     q.fifo.push_back(slot);
     ex.per_qp[qi] = ExposedWindows::PerQp{bound->mw, bound->rkey};
-    if (ex.binds_pending == 0) ex.first_bind_ns = env_->clock->NowNs();
+    if (ex.binds_pending == 0) {
+      ex.first_bind_ns = env_->clock->NowNs();
+      bind_deadlines_.emplace_back(ex.first_bind_ns + BindWaitNs(), key);
+    }
     ++ex.binds_pending;
     NoteEvent("mw_bind", key, q.qpn, window);
   }
@@ -282,8 +284,7 @@ void Worker::SendWinRefused(const HandshakeMessage& m, const std::string& from, 
   NoteEvent("win_refused", Key{ep->context(), ep->peer_path()}, m.window, ep->generation());
 }
 
-void Worker::SendWinNoEndpoint(const HandshakeMessage& m, const std::string& from,
-                               const Key& key) {
+void Worker::SendWinNoEndpoint(const HandshakeMessage& m, const std::string& from, const Key& key) {
   HandshakeMessage r;
   r.type = HandshakeType::kWin;
   r.incarnation = env_->incarnation;
@@ -295,6 +296,28 @@ void Worker::SendWinNoEndpoint(const HandshakeMessage& m, const std::string& fro
   r.window = m.window;
   r.window_status = WindowStatus::kNoEndpoint;
   Send(from, r, nullptr);
+}
+
+uint64_t Worker::BindWaitNs() const {
+  return cfg_.handshake_timeout_ns * (uint64_t{cfg_.handshake_retries} + 1);
+}
+
+bool Worker::BindsStuck(const Endpoint& ep, uint64_t now) const {
+  for (const auto& [window, ex] : ep.exposed)
+    if (ex.binds_pending > 0 && now - ex.first_bind_ns >= BindWaitNs()) return true;
+  return false;
+}
+
+void Worker::SweepBinds(uint64_t now) {
+  // Bounded by the binds posted since the last sweep.
+  while (!bind_deadlines_.empty() && bind_deadlines_.front().first <= now) {
+    const Key key = std::move(bind_deadlines_.front().second);
+    bind_deadlines_.pop_front();
+    Endpoint* ep = Peek(key);
+    if (ep == nullptr || !BindsStuck(*ep, now)) continue;
+    NoteEvent("mw_bind_stuck", key, ep->generation(), 0);
+    Retire(ep, RetireReason::kTimeout);
+  }
 }
 
 // ------------------------------------------------------------ revoke

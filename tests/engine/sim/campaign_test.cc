@@ -536,6 +536,21 @@ TEST(CampaignWindows, Seed85StuckBindsAndRetiredPairingsAreAnswered) {
   EXPECT_GE(r.probes.at("win_no_endpoint"), 1u);
 }
 
+// Seeds 597269248 and 597269278 (CI's sweep of ba414b3): binds stuck on a
+// hung QP whose initiator had stopped asking (it gave up, or its endpoint
+// went away) kept their endpoint busy for good; with the target's store
+// full of them, no endpoint to another peer could be opened (liveness:
+// "rail index 1 not COMPLETED within 4 attempts: TIMEOUT ..."). Fix: each
+// bind round has a deadline of its own (Worker::SweepBinds).
+TEST(CampaignWindows, Seeds597269248And597269278StuckBindsRetireWithoutAWinreq) {
+  for (uint64_t seed : {597269248ull, 597269278ull}) {
+    const simworld::SwarmReport r = RunWindows(seed);
+    EXPECT_EQ(r.message, "") << "seed " << seed << "\n" << r.plan_text;
+    EXPECT_GE(r.probes.at("mw_bind"), 1u) << seed;
+  }
+  EXPECT_GE(RunWindows(597269278).probes.at("mw_bind_stuck"), 1u);
+}
+
 // Each window mutation is caught by the sweep's own checks at seed 2, with
 // no hint: the oracle's window_after_retire rule, or liveness (the RNIC
 // refuses the rkeys, so the tasks FAIL).
@@ -547,7 +562,7 @@ TEST(CampaignWindows, Seed2CatchesEachWindowMutation) {
   const simworld::SwarmReport kept = RunWindows(2, {base::Mutation::kEngineMwKeepAtRetire});
   EXPECT_EQ(kept.failure, simworld::FailureClass::kSafety);
   EXPECT_TRUE(Contains(kept.message,
-                       "window_after_retire: h3 sim1|h0:1000@sim1 qpn 17 still has 1 memory "
+                       "window_after_retire: h1 sim1|h0:1000@sim1 qpn 17 still has 1 memory "
                        "window(s) bound after its endpoint retired"))
       << kept.message;
   for (base::Mutation m :
