@@ -26,15 +26,17 @@ using simworld::WorldProfile;
 // before it existed replay their original runs without it). `wake`: the
 // seeds found before session 11 replay under kSpin, later ones under kCqe
 // (ferry-sim's default).
+// `windows`: off for the seeds found before memory windows (they replay
+// their original runs), on for CampaignWindows.
 simworld::SwarmReport RunRandom(uint64_t seed, std::initializer_list<base::Mutation> switches = {},
                                 bool stall = false,
-                                simworld::WakeModel wake = simworld::WakeModel::kSpin) {
+                                simworld::WakeModel wake = simworld::WakeModel::kSpin,
+                                bool windows = false) {
   simworld::SwarmOptions o;
   o.profile = WorldProfile::kRandom;
   o.families.stall = stall;
   o.wake = wake;
-  // The seeds below were found before memory windows: they replay without.
-  o.windows = false;
+  o.windows = windows;
 #if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
   for (base::Mutation m : switches) o.mutations.Enable(m);
 #else
@@ -501,15 +503,7 @@ TEST(CampaignRegression, Seed12132945ImpliedNakStormStarvesADevice) {
 // ferry-sim's defaults (every family, the cqe wake, windows on), found by
 // its sweep of 1..200 while windows were being built (session 17).
 simworld::SwarmReport RunWindows(uint64_t seed, std::initializer_list<base::Mutation> sw = {}) {
-  simworld::SwarmOptions o;
-  o.profile = WorldProfile::kRandom;
-  o.wake = simworld::WakeModel::kCqe;
-#if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
-  for (base::Mutation m : sw) o.mutations.Enable(m);
-#else
-  (void)sw;
-#endif
-  return simworld::RunSwarm(seed, o);
+  return RunRandom(seed, sw, /*stall=*/true, simworld::WakeModel::kCqe, /*windows=*/true);
 }
 
 // Seed 8: a bind that failed ENOMEM (resource_fail, post_send ENOMEM)

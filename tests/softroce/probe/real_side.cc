@@ -113,6 +113,17 @@ std::string WriteReadBack(Side& side, SegmentHandle seg, uint64_t remote_addr, u
   return "";
 }
 
+EngineConfig OneEndpointConfig() {
+  EngineConfig c;
+  c.workers = 1;
+  c.qps_per_endpoint = 1;
+  c.endpoint_store_capacity = 1;
+  c.qp_timeout_exp = 16;  // 268 ms: rxe under TCG answers slowly
+  c.qp_retries = 6;       // 7 = retry forever on rxe (config.h)
+  c.slice_timeout_ns = 30'000'000'000;
+  return c;
+}
+
 std::string Shutdown(Side& side, uint64_t timeout_ns) {
   EngineImpl* e = side.engine.get();
   e->BeginShutdown();

@@ -70,6 +70,11 @@ std::string WriteReadBack(Side& side, SegmentHandle seg, uint64_t remote_addr, u
 // object is left. "" when clean, else what is left.
 std::string Shutdown(Side& side, uint64_t timeout_ns);
 
+// The reconnect and window probes' engine: one worker, one QP per endpoint,
+// a store of one endpoint (a second peer evicts the first), QP timeouts
+// rxe under TCG answers in time, qp_retries 6 (7 retries forever on rxe).
+EngineConfig OneEndpointConfig();
+
 uint64_t NowNs();
 void SleepNs(uint64_t ns);
 

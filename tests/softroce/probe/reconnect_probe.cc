@@ -43,17 +43,6 @@ constexpr uint64_t kBufBytes = 256 * 1024;
 constexpr uint64_t kLen = 64 * 1024;
 constexpr uint64_t kWaitNs = 20'000'000'000;
 
-EngineConfig ReconnectConfig() {
-  EngineConfig c;
-  c.workers = 1;
-  c.qps_per_endpoint = 1;
-  c.endpoint_store_capacity = 1;
-  c.qp_timeout_exp = 16;  // 268 ms: rxe under TCG answers slowly
-  c.qp_retries = 6;       // 7 = retry forever on rxe (config.h)
-  c.slice_timeout_ns = 30'000'000'000;
-  return c;
-}
-
 bool HaveTwo() { return RdmaDevices().size() >= 2; }
 
 // Waits (bounded) until the QP with this handle id is destroyed.
@@ -71,9 +60,9 @@ TEST(Reconnect, InitiatorRetiresItsEndpointTheTargetHoldsOnFirstReqOfTheReconnec
   const auto devs = RdmaDevices();
   std::atomic<uint64_t> seq{0};
   base::Mutations none;
-  auto a = StartSide(devs[0], ReconnectConfig(), kBufBytes, &seq, none);
-  auto b = StartSide(devs[0], ReconnectConfig(), kBufBytes, &seq, none);
-  auto i = StartSide(devs[1], ReconnectConfig(), kBufBytes, &seq, none);
+  auto a = StartSide(devs[0], OneEndpointConfig(), kBufBytes, &seq, none);
+  auto b = StartSide(devs[0], OneEndpointConfig(), kBufBytes, &seq, none);
+  auto i = StartSide(devs[1], OneEndpointConfig(), kBufBytes, &seq, none);
   ASSERT_TRUE(a.ok() && b.ok() && i.ok());
   Side& A = **a;
   Side& B = **b;
@@ -116,9 +105,9 @@ TEST(Reconnect, TargetRetiresItsEndpointTheInitiatorHoldsTheNextSliceCompletesOn
   const auto devs = RdmaDevices();
   std::atomic<uint64_t> seq{0};
   base::Mutations none;
-  auto t = StartSide(devs[0], ReconnectConfig(), kBufBytes, &seq, none);
-  auto i1 = StartSide(devs[1], ReconnectConfig(), kBufBytes, &seq, none);
-  auto i2 = StartSide(devs[1], ReconnectConfig(), kBufBytes, &seq, none);
+  auto t = StartSide(devs[0], OneEndpointConfig(), kBufBytes, &seq, none);
+  auto i1 = StartSide(devs[1], OneEndpointConfig(), kBufBytes, &seq, none);
+  auto i2 = StartSide(devs[1], OneEndpointConfig(), kBufBytes, &seq, none);
   ASSERT_TRUE(t.ok() && i1.ok() && i2.ok());
   Side& T = **t;
   Side& I1 = **i1;
@@ -175,7 +164,7 @@ TEST(RestartChild, DISABLED_Initiator) {
   ASSERT_TRUE(absl::SimpleAtoi(remote, &remote_addr) && absl::SimpleAtoi(rounds_s, &rounds));
   ASSERT_TRUE(absl::SimpleAtoi(listen, &port) && port > 0 && port < 65536);
   std::atomic<uint64_t> seq{0};
-  auto i = StartSide(RdmaDevices().at(1), ReconnectConfig(), kBufBytes, &seq, base::Mutations{},
+  auto i = StartSide(RdmaDevices().at(1), OneEndpointConfig(), kBufBytes, &seq, base::Mutations{},
                      static_cast<uint16_t>(port));
   ASSERT_TRUE(i.ok()) << i.status();
   Side& I = **i;
@@ -253,7 +242,7 @@ TEST(Restart, AKilledInitiatorRestartedOnTheSamePortOpensAndTransfersAtTheFirstT
   if (!HaveTwo()) GTEST_SKIP() << "needs two RDMA devices";
   const auto devs = RdmaDevices();
   std::atomic<uint64_t> seq{0};
-  auto t = StartSide(devs[0], ReconnectConfig(), kBufBytes, &seq, base::Mutations{});
+  auto t = StartSide(devs[0], OneEndpointConfig(), kBufBytes, &seq, base::Mutations{});
   ASSERT_TRUE(t.ok()) << t.status();
   Side& T = **t;
   const std::string port = "7310";

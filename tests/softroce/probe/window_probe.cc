@@ -30,17 +30,6 @@ constexpr uint64_t kBufBytes = 256 * 1024;
 constexpr uint64_t kLen = 64 * 1024;
 constexpr uint64_t kWaitNs = 20'000'000'000;
 
-EngineConfig WindowConfig() {
-  EngineConfig c;
-  c.workers = 1;
-  c.qps_per_endpoint = 1;
-  c.endpoint_store_capacity = 1;
-  c.qp_timeout_exp = 16;  // 268 ms: rxe under TCG answers slowly
-  c.qp_retries = 6;       // 7 = retry forever on rxe (config.h)
-  c.slice_timeout_ns = 30'000'000'000;
-  return c;
-}
-
 size_t WindowsOf(Side& s) {
   size_t n = 0;
   for (const auto& c : s.engine->contexts()) n += c->window_count();
@@ -62,9 +51,9 @@ TEST(Windows, BoundUsedRevokedOnRetireAndFreshAfterTheReconnect) {
   (void)property::ApplyEnvMutation(m);
   MemoryOptions revocable;
   revocable.revocable = true;
-  auto t = StartSide(devs[0], WindowConfig(), kBufBytes, &seq, m, 0, revocable);
-  auto i1 = StartSide(devs[1], WindowConfig(), kBufBytes, &seq, m);
-  auto i2 = StartSide(devs[1], WindowConfig(), kBufBytes, &seq, m);
+  auto t = StartSide(devs[0], OneEndpointConfig(), kBufBytes, &seq, m, 0, revocable);
+  auto i1 = StartSide(devs[1], OneEndpointConfig(), kBufBytes, &seq, m);
+  auto i2 = StartSide(devs[1], OneEndpointConfig(), kBufBytes, &seq, m);
   ASSERT_TRUE(t.ok() && i1.ok() && i2.ok());
   Side& T = **t;
   Side& I1 = **i1;
