@@ -333,7 +333,7 @@ class Worker {
   // The bind deadline (handshake_timeout_ns * (handshake_retries + 1)), and
   // the sweep of bind_deadlines_: an endpoint with a bind past it retires.
   uint64_t BindWaitNs() const;
-  bool BindsStuck(const Endpoint& ep, uint64_t now) const;
+  bool BindsStuck(const Endpoint& ep, uint64_t now, uint64_t wait_ns) const;
   void SweepBinds(uint64_t now);
   // The header of a WINREQ or WIN on `ep` (READY, peer recorded).
   HandshakeMessage WindowMessage(const Endpoint& ep, HandshakeType type, uint64_t window) const;

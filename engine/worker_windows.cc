@@ -185,10 +185,12 @@ void Worker::OnWinReq(const HandshakeMessage& m, const std::string& from,
     SendWinRefused(m, from, ep);
     return;
   }
-  if (BindsStuck(*ep, env_->clock->NowNs())) {
-    // A bind is a local operation: one still without its CQE after the
-    // bind wait sits on a hung QP. The retire gets evidence, and the
-    // peer, told, reconnects (SweepBinds does the same without a WINREQ).
+  if (BindsStuck(*ep, env_->clock->NowNs(), cfg_.handshake_timeout_ns)) {
+    // A bind is a local operation: one still without its CQE when the
+    // peer asks again (a handshake timeout later) sits on a hung QP. The
+    // retire gets evidence, and the peer, told, reconnects before its
+    // slices time out (sweep seed 21). SweepBinds does the same, later,
+    // where nobody asks.
     NoteEvent("mw_bind_stuck", key, m.window, ex.binds_pending);
     Retire(ep, RetireReason::kTimeout);
     SendWinNoEndpoint(m, from, key);
@@ -302,9 +304,9 @@ uint64_t Worker::BindWaitNs() const {
   return cfg_.handshake_timeout_ns * (uint64_t{cfg_.handshake_retries} + 1);
 }
 
-bool Worker::BindsStuck(const Endpoint& ep, uint64_t now) const {
+bool Worker::BindsStuck(const Endpoint& ep, uint64_t now, uint64_t wait_ns) const {
   for (const auto& [window, ex] : ep.exposed)
-    if (ex.binds_pending > 0 && now - ex.first_bind_ns >= BindWaitNs()) return true;
+    if (ex.binds_pending > 0 && now - ex.first_bind_ns >= wait_ns) return true;
   return false;
 }
 
@@ -314,7 +316,7 @@ void Worker::SweepBinds(uint64_t now) {
     const Key key = std::move(bind_deadlines_.front().second);
     bind_deadlines_.pop_front();
     Endpoint* ep = Peek(key);
-    if (ep == nullptr || !BindsStuck(*ep, now)) continue;
+    if (ep == nullptr || !BindsStuck(*ep, now, BindWaitNs())) continue;
     NoteEvent("mw_bind_stuck", key, ep->generation(), 0);
     Retire(ep, RetireReason::kTimeout);
   }

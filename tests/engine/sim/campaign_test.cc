@@ -555,9 +555,10 @@ TEST(CampaignWindows, Seed2CatchesEachWindowMutation) {
 #if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
   const simworld::SwarmReport kept = RunWindows(2, {base::Mutation::kEngineMwKeepAtRetire});
   EXPECT_EQ(kept.failure, simworld::FailureClass::kSafety);
-  EXPECT_TRUE(Contains(kept.message,
-                       "window_after_retire: h1 sim1|h0:1000@sim1 qpn 17 still has 1 memory "
-                       "window(s) bound after its endpoint retired"))
+  // (Which endpoint first depends on the run; the rule and its finding do not.)
+  EXPECT_TRUE(Contains(kept.message, "window_after_retire: h"));
+  EXPECT_TRUE(
+      Contains(kept.message, "still has 1 memory window(s) bound after its endpoint retired"))
       << kept.message;
   for (base::Mutation m :
        {base::Mutation::kEngineMwReuseAcrossEndpoints, base::Mutation::kEngineMwPostBeforeWin}) {
