@@ -545,6 +545,20 @@ TEST(CampaignWindows, Seeds597269248And597269278StuckBindsRetireWithoutAWinreq) 
   EXPECT_GE(RunWindows(597269278).probes.at("mw_bind_stuck"), 1u);
 }
 
+// Seed 21 (ferry_sim_campaign_flags on 766ebf5) and seeds 300001371,
+// 300001614 (a 2000-seed sweep of 766ebf5): with only the long bind
+// deadline, binds stuck on a hung QP outlived the initiator's 2 ms tasks
+// (liveness: "not COMPLETED within 4 attempts: TIMEOUT ..."). Fix: a WINREQ
+// that finds binds pending for a handshake timeout retires the endpoint
+// at once, as before 766ebf5.
+TEST(CampaignWindows, Seeds21And300001371And300001614StuckBindsAnswerTheNextWinreq) {
+  for (uint64_t seed : {21ull, 300001371ull, 300001614ull}) {
+    const simworld::SwarmReport r = RunWindows(seed);
+    EXPECT_EQ(r.message, "") << "seed " << seed << "\n" << r.plan_text;
+    EXPECT_GE(r.probes.at("mw_bind"), 1u) << seed;
+  }
+}
+
 // Each window mutation is caught by the sweep's own checks at seed 2, with
 // no hint: the oracle's window_after_retire rule, or liveness (the RNIC
 // refuses the rkeys, so the tasks FAIL).
