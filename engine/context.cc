@@ -281,11 +281,16 @@ absl::Status Context::RegisterRecorded() {
     FERRY_CHECK(!r.mr.held());
     FERRY_ASSIGN_OR_RETURN(hal::MrInfo info,
                            verbs_->RegMr(pd_.get(), r.addr, r.len_bytes, r.access));
-    r.mr = OwnedMr(verbs_, info.mr, ledger_);
-    const bool windowed = r.window_access != 0;
-    r.keys = RegionKeys{info.lkey, windowed ? 0 : info.rkey, windowed};
+    Install(r, info);
   }
   return absl::OkStatus();
+}
+
+void Context::Install(Region& r, const hal::MrInfo& info) {
+  r.mr = OwnedMr(verbs_, info.mr, ledger_);
+  const bool windowed = r.window_access != 0;
+  // A windowed MR's own rkey grants nothing remotely: it is never offered.
+  r.keys = RegionKeys{info.lkey, windowed ? 0 : info.rkey, windowed};
 }
 
 hal::CqHandle Context::cq(uint32_t worker, uint32_t i) const {
@@ -338,25 +343,19 @@ absl::StatusOr<RegionKeys> Context::RegisterRegion(uint64_t region, void* addr, 
   const uint32_t remote = access & (hal::kAccessRemoteRead | hal::kAccessRemoteWrite);
   const bool windowed = revocable && attr_.mw_type2 && remote != 0;
   const uint32_t mr_access = windowed ? kWindowedMrAccess : access;
-  if (!reg_pd_.valid()) {
-    // Down (a failed bring-up, or a re-enable under way): recorded; the
-    // next successful Enable registers it.
-    Region& r = regions_[region];
-    r.addr = addr;
-    r.len_bytes = len_bytes;
-    r.access = mr_access;
-    r.window_access = windowed ? remote : 0;
-    r.keys.windowed = windowed;
-    return r.keys;
+  std::optional<hal::MrInfo> info;
+  if (reg_pd_.valid()) {
+    FERRY_ASSIGN_OR_RETURN(info, verbs_->RegMr(reg_pd_, addr, len_bytes, mr_access));
   }
-  FERRY_ASSIGN_OR_RETURN(hal::MrInfo info, verbs_->RegMr(reg_pd_, addr, len_bytes, mr_access));
   Region& r = regions_[region];
   r.addr = addr;
   r.len_bytes = len_bytes;
   r.access = mr_access;
   r.window_access = windowed ? remote : 0;
-  r.mr = OwnedMr(verbs_, info.mr, ledger_);
-  r.keys = RegionKeys{info.lkey, windowed ? 0 : info.rkey, windowed};
+  r.keys.windowed = windowed;
+  // Down (a failed bring-up, or a re-enable under way): recorded without
+  // an MR; the next successful Enable registers it.
+  if (info.has_value()) Install(r, *info);
   return r.keys;
 }
 

@@ -258,6 +258,8 @@ class Context {
   absl::Status DeallocWindows(Region& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status EnableStages();
   absl::Status RegisterRecorded() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes the MR `info` just registered for `r`, and its keys.
+  void Install(Region& r, const hal::MrInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After CloseDevice destroyed every object.
   void ForgetAll() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

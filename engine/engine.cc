@@ -291,11 +291,8 @@ SegmentDescriptor EngineImpl::BuildDescriptor(const std::string* peer) const {
     d.devices.push_back(std::move(dd));
     up.push_back(c.get());
   }
-  const bool expose_all =
-      mutations_ != nullptr && mutations_->on(base::Mutation::kEngineExposeToAllPeers);
   for (const auto& [start, r] : regions_) {
-    if (peer != nullptr && !r.peers.empty() && !expose_all &&
-        std::find(r.peers.begin(), r.peers.end(), *peer) == r.peers.end())
+    if (peer != nullptr && !OfferedTo(r, *peer))
       continue;  // not offered to this peer: no rkey of it leaves
     BufferDescriptor b;
     b.addr = r.addr;

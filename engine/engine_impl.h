@@ -198,6 +198,10 @@ class EngineImpl {
   // this token (its refetch_token cleared), else nullptr.
   PeerSegment* EndRefetch(std::map<uint64_t, OpenState>::iterator open)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The per-peer exposure rule (MemoryOptions::peers) of one range, shared
+  // by the descriptor and the WINREQ check (every range under
+  // kEngineExposeToAllPeers).
+  bool OfferedTo(const Region& r, const std::string& identity) const;
   // The local descriptor; with `peer` set, only the buffers offered to
   // that identity (every buffer under kEngineExposeToAllPeers).
   SegmentDescriptor BuildDescriptor(const std::string* peer) const

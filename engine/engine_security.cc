@@ -39,16 +39,18 @@ std::optional<SegmentDescriptor> EngineImpl::DescriptorFor(const std::string& id
   return d;
 }
 
-bool EngineImpl::WindowOffered(uint64_t region, const std::string& identity) const {
+bool EngineImpl::OfferedTo(const Region& r, const std::string& identity) const {
   const bool expose_all =
       mutations_ != nullptr && mutations_->on(base::Mutation::kEngineExposeToAllPeers);
+  return r.peers.empty() || expose_all ||
+         std::find(r.peers.begin(), r.peers.end(), identity) != r.peers.end();
+}
+
+bool EngineImpl::WindowOffered(uint64_t region, const std::string& identity) const {
   base::MutexLock l(&mu_);
   // A scan: a WINREQ comes once per (endpoint, range), not per request.
-  for (const auto& [start, r] : regions_) {
-    if (r.id != region) continue;
-    return r.revocable && (r.peers.empty() || expose_all ||
-                           std::find(r.peers.begin(), r.peers.end(), identity) != r.peers.end());
-  }
+  for (const auto& [start, r] : regions_)
+    if (r.id == region) return r.revocable && OfferedTo(r, identity);
   return false;
 }
 

@@ -199,11 +199,10 @@ void Worker::OnWinReq(const HandshakeMessage& m, const std::string& from,
   // New, or part of its binds still to post (a transient failure stopped
   // them): post the rest; the WIN follows the last bind CQE.
   PostBinds(key, ep, m.window, ex);
-  if (ex.failed) SendWinRefused(m, from, ep);
-  if (fresh && ex.binds_pending == 0 && !ex.failed && ex.win_bytes.empty()) {
-    bool any = false;
-    for (const ExposedWindows::PerQp& w : ex.per_qp) any = any || w.mw.valid();
-    if (!any) ep->exposed.erase(it);  // nothing posted: the peer's resend starts over
+  if (ex.failed) {
+    SendWinRefused(m, from, ep);
+  } else if (fresh && ex.binds_pending == 0) {
+    ep->exposed.erase(it);  // nothing posted (no CQE is polled in between): the resend starts over
   }
 }
 
@@ -287,14 +286,8 @@ void Worker::SendWinRefused(const HandshakeMessage& m, const std::string& from, 
 }
 
 void Worker::SendWinNoEndpoint(const HandshakeMessage& m, const std::string& from, const Key& key) {
-  HandshakeMessage r;
-  r.type = HandshakeType::kWin;
-  r.incarnation = env_->incarnation;
-  r.generation = m.echo_generation;  // the endpoint it named
-  r.echo_incarnation = m.incarnation;
-  r.echo_generation = m.generation;
-  r.src_nic_path = env_->net->LocalAddress() + "@" + NicName(key.first);
-  r.dst_nic = NicOf(m.src_nic_path);
+  // As generation, the endpoint it named (we hold none of that pairing).
+  HandshakeMessage r = AnswerTo(m, HandshakeType::kWin, m.echo_generation, NicName(key.first));
   r.window = m.window;
   r.window_status = WindowStatus::kNoEndpoint;
   Send(from, r, nullptr);
