@@ -10,6 +10,7 @@
 #ifndef FERRY_BASE_MUTATION_H_
 #define FERRY_BASE_MUTATION_H_
 
+#include <bitset>
 #include <cstdint>
 #include <string_view>
 
@@ -105,6 +106,20 @@ enum class Mutation : uint32_t {
                                     // its endpoint is replaced (they name the old QPs)
   kEngineMwPostBeforeWin,           // engine: slices of a windowed range post before the WIN
                                     // (with the descriptor's rkey 0)
+  kSimRecvQueueUnbounded,           // sim: post_recv ignores max_recv_wr (a full receive queue
+                                    // takes more WRs)
+  kSimRnrRetryForever,              // sim: the requester ignores rnr_retry and resends after
+                                    // every RNR NAK (no RNR_RETRY_EXC_ERR)
+  kSimRecvNoFlush,                  // sim: posted receive WRs are not flushed when the QP
+                                    // enters ERR
+  kSimRecvCqeBeforeData,            // sim: a SEND's receive CQE is queued at its first packet,
+                                    // before the rest of its bytes are placed
+  kSimRecvTruncates,                // sim: a SEND larger than its receive WR is truncated and
+                                    // completes SUCCESS (no LOC_LEN_ERR / REM_INV_REQ_ERR)
+  kSimWriteImmNoRecv,               // sim: a WRITE with immediate consumes no receive WR (no
+                                    // receive CQE, no RNR)
+  kSimDupSendRedelivered,           // sim: a duplicate SEND packet (a resend after a lost ACK)
+                                    // consumes another receive WR
   kCount,
 };
 
@@ -114,19 +129,16 @@ class Mutations {
  public:
 #if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
   static constexpr bool kCompiledIn = true;
-  void Enable(Mutation m) { bits_ |= Bit(m); }
-  bool on(Mutation m) const { return (bits_ & Bit(m)) != 0; }
+  void Enable(Mutation m) { bits_.set(static_cast<size_t>(m)); }
+  bool on(Mutation m) const { return bits_.test(static_cast<size_t>(m)); }
 #else
   static constexpr bool kCompiledIn = false;
   constexpr bool on(Mutation) const { return false; }
 #endif
-  uint64_t bits() const { return bits_; }
 
  private:
-  static constexpr uint64_t Bit(Mutation m) { return uint64_t{1} << static_cast<uint32_t>(m); }
-  uint64_t bits_ = 0;
+  std::bitset<static_cast<size_t>(Mutation::kCount)> bits_;
 };
-static_assert(static_cast<uint32_t>(Mutation::kCount) <= 64);
 
 inline std::string_view MutationName(Mutation m) {
   switch (m) {
@@ -254,6 +266,20 @@ inline std::string_view MutationName(Mutation m) {
       return "engine_mw_reuse_across_endpoints";
     case Mutation::kEngineMwPostBeforeWin:
       return "engine_mw_post_before_win";
+    case Mutation::kSimRecvQueueUnbounded:
+      return "sim_recv_queue_unbounded";
+    case Mutation::kSimRnrRetryForever:
+      return "sim_rnr_retry_forever";
+    case Mutation::kSimRecvNoFlush:
+      return "sim_recv_no_flush";
+    case Mutation::kSimRecvCqeBeforeData:
+      return "sim_recv_cqe_before_data";
+    case Mutation::kSimRecvTruncates:
+      return "sim_recv_truncates";
+    case Mutation::kSimWriteImmNoRecv:
+      return "sim_write_imm_no_recv";
+    case Mutation::kSimDupSendRedelivered:
+      return "sim_dup_send_redelivered";
     case Mutation::kCount:
       break;
   }

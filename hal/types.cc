@@ -55,6 +55,10 @@ std::string_view OpcodeName(Opcode op) {
       return "BIND_MW";
     case Opcode::kLocalInv:
       return "LOCAL_INV";
+    case Opcode::kRecv:
+      return "RECV";
+    case Opcode::kRecvRdmaWithImm:
+      return "RECV_RDMA_WITH_IMM";
   }
   return "?";
 }

@@ -48,7 +48,11 @@ std::string_view QpStateName(QpState s);
 // and kLocalInv are local operations (no packet): a type 2 memory window's
 // bind (SendWr::bind) and the invalidation of an rkey (SendWr::
 // invalidate_rkey); their CQEs carry the same opcode (IBV_WC_BIND_MW,
-// IBV_WC_LOCAL_INV). Append only.
+// IBV_WC_LOCAL_INV). kRecv and kRecvRdmaWithImm are completion opcodes
+// only (IBV_WC_RECV, IBV_WC_RECV_RDMA_WITH_IMM): a receive WR consumed by an
+// incoming SEND or RDMA WRITE with immediate. A successful WRITE_WITH_IMM
+// completes at the requester with kRdmaWrite (IBV_WC_RDMA_WRITE), as in
+// libibverbs. Append only.
 enum class Opcode : uint8_t {
   kRdmaWrite,
   kRdmaRead,
@@ -56,6 +60,8 @@ enum class Opcode : uint8_t {
   kRdmaWriteWithImm,
   kBindMw,
   kLocalInv,
+  kRecv,
+  kRecvRdmaWithImm,
 };
 std::string_view OpcodeName(Opcode op);
 
@@ -304,13 +310,33 @@ struct SendWr {
   uint32_t invalidate_rkey = 0;  // kLocalInv only (num_sge must be 0)
 };
 
+// A receive work request (ibv_recv_wr): where an incoming SEND's payload
+// is placed. An incoming RDMA WRITE with immediate consumes one too (its
+// data goes where the WRITE names; the receive WR only reports it), so a
+// receive WR with no SGE is enough for it.
+struct RecvWr {
+  uint64_t wr_id = 0;
+  uint32_t num_sge = 0;
+  std::array<Sge, kMaxSgeInline> sg_list{};
+};
+
+// wc_flags bits (ibv_wc_flags): kWcWithImm = imm_data is valid.
+enum WcFlags : uint32_t {
+  kWcWithImm = 1u << 1,
+};
+
 struct WorkCompletion {
   uint64_t wr_id = 0;
   WcStatus status = WcStatus::kSuccess;
   Opcode opcode = Opcode::kRdmaWrite;  // garbage unless status == kSuccess
   uint32_t vendor_err = 0;
-  uint32_t byte_len = 0;  // garbage unless status == kSuccess
+  // Receive completions: the bytes received (a SEND's payload; an RDMA
+  // WRITE with immediate's data length). Garbage unless status == kSuccess.
+  uint32_t byte_len = 0;
   uint32_t qp_num = 0;
+  uint32_t wc_flags = 0;  // WcFlags
+  uint32_t imm_data = 0;  // host order (the HAL converts); valid with kWcWithImm
+  uint32_t src_qp = 0;    // receive completions: the sender's QP number
 };
 
 struct AsyncEvent {

@@ -122,6 +122,12 @@ class Verbs {
   virtual absl::StatusOr<QpAttr> QueryQp(QpHandle qp) = 0;
   virtual absl::Status DestroyQp(QpHandle qp) = 0;
   virtual PostResult PostSend(QpHandle qp, absl::Span<const SendWr> chain) = 0;
+  // Posts receive WRs (ibv_post_recv), in order, on the QP's receive queue:
+  // allowed from INIT on (kInvalidArgument in RESET); in ERR each completes
+  // at once WR_FLUSH_ERR on the receive CQ. A full receive queue or more
+  // SGEs than max_recv_sge fails that WR (ENOMEM / EINVAL) and leaves the
+  // rest unposted, as PostSend does.
+  virtual PostResult PostRecv(QpHandle qp, absl::Span<const RecvWr> chain) = 0;
 
   // Async events. Non-blocking: kUnavailable when none is pending. Every
   // event returned must be acknowledged with AckAsyncEvent.

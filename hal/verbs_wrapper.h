@@ -80,6 +80,9 @@ class VerbsWrapper : public Verbs {
   PostResult PostSend(QpHandle qp, absl::Span<const SendWr> chain) override {
     return target_->PostSend(qp, chain);
   }
+  PostResult PostRecv(QpHandle qp, absl::Span<const RecvWr> chain) override {
+    return target_->PostRecv(qp, chain);
+  }
   absl::StatusOr<AsyncEvent> GetAsyncEvent(ContextHandle ctx) override {
     return target_->GetAsyncEvent(ctx);
   }

@@ -117,16 +117,18 @@ Opcode ToOpcode(int ibv_wc_opcode) {
     case IBV_WC_RDMA_READ:
       return Opcode::kRdmaRead;
     case IBV_WC_RECV_RDMA_WITH_IMM:
-      return Opcode::kRdmaWriteWithImm;
+      return Opcode::kRecvRdmaWithImm;
+    case IBV_WC_RECV:
+      return Opcode::kRecv;
     case IBV_WC_BIND_MW:
       return Opcode::kBindMw;
     case IBV_WC_LOCAL_INV:
       return Opcode::kLocalInv;
     case IBV_WC_SEND:
-    case IBV_WC_RECV:
     default:
       // Ferry posts only READ, WRITE, WRITE_WITH_IMM, SEND, BIND_MW and
-      // LOCAL_INV on RC send queues; anything else is reported as SEND.
+      // LOCAL_INV on RC send queues and plain receives; anything else is
+      // reported as SEND.
       return Opcode::kSend;
   }
 }
@@ -139,6 +141,11 @@ WorkCompletion ToWorkCompletion(const ibv_wc& wc) {
   out.vendor_err = wc.vendor_err;
   out.byte_len = wc.byte_len;
   out.qp_num = wc.qp_num;
+  out.src_qp = wc.src_qp;
+  if ((wc.wc_flags & IBV_WC_WITH_IMM) != 0) {
+    out.wc_flags |= kWcWithImm;
+    out.imm_data = ntohl(wc.imm_data);  // the wire carries it big-endian
+  }
   return out;
 }
 
@@ -450,6 +457,25 @@ absl::Status ToIbvSendWr(const SendWr& in, ibv_send_wr* wr, ibv_sge* sges, ibv_m
     wr->wr.rdma.rkey = in.rkey;
   }
   if (in.opcode == Opcode::kRdmaWriteWithImm) wr->imm_data = htonl(in.imm_data);
+  return absl::OkStatus();
+}
+
+absl::Status ToIbvRecvWr(const RecvWr& in, ibv_recv_wr* wr, ibv_sge* sges) {
+  FERRY_CHECK(wr != nullptr && sges != nullptr);
+  if (in.num_sge > kMaxSgeInline) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("recv WR %d: num_sge %d > %d", in.wr_id, in.num_sge, kMaxSgeInline));
+  }
+  *wr = ibv_recv_wr{};
+  for (uint32_t i = 0; i < in.num_sge; ++i) {
+    sges[i].addr = in.sg_list[i].addr;
+    sges[i].length = in.sg_list[i].length;
+    sges[i].lkey = in.sg_list[i].lkey;
+  }
+  wr->wr_id = in.wr_id;
+  wr->next = nullptr;
+  wr->sg_list = in.num_sge > 0 ? sges : nullptr;
+  wr->num_sge = static_cast<int>(in.num_sge);
   return absl::OkStatus();
 }
 

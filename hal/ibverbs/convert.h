@@ -73,6 +73,10 @@ absl::StatusOr<QpAttr> ToQpAttr(const ibv_qp_attr& a);
 absl::Status ToIbvSendWr(const SendWr& in, ibv_send_wr* wr, ibv_sge* sges, ibv_mw* mw = nullptr,
                          ibv_mr* mr = nullptr);
 
+// A receive WR: fills `wr` (wr->next left null) and `sges`; kInvalidArgument
+// on more than kMaxSgeInline SGEs.
+absl::Status ToIbvRecvWr(const RecvWr& in, ibv_recv_wr* wr, ibv_sge* sges);
+
 }  // namespace ferry::hal::ibverbs
 
 #endif  // FERRY_HAL_IBVERBS_CONVERT_H_

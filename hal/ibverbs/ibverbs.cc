@@ -136,6 +136,7 @@ class IbverbsVerbs final : public Verbs {
   absl::StatusOr<QpAttr> QueryQp(QpHandle qp) override;
   absl::Status DestroyQp(QpHandle qp) override;
   PostResult PostSend(QpHandle qp, absl::Span<const SendWr> chain) override;
+  PostResult PostRecv(QpHandle qp, absl::Span<const RecvWr> chain) override;
 
   absl::StatusOr<AsyncEvent> GetAsyncEvent(ContextHandle ctx) override;
   void AckAsyncEvent(const AsyncEvent& event) override;
@@ -637,6 +638,47 @@ PostResult IbverbsVerbs::PostSend(QpHandle handle, absl::Span<const SendWr> chai
     if (!invalid.ok()) {
       return PostResult{
           absl::InvalidArgumentError(absl::StrFormat("ibv_post_send: WR %d of the chain: %s",
+                                                     base + valid, invalid.message())),
+          static_cast<uint32_t>(base + valid)};
+    }
+  }
+  return PostResult{absl::OkStatus(), static_cast<uint32_t>(chain.size())};
+}
+
+PostResult IbverbsVerbs::PostRecv(QpHandle handle, absl::Span<const RecvWr> chain) {
+  absl::StatusOr<QpEntry> q = Lookup(&IbverbsVerbs::qps_, "QP", handle.id);
+  if (!q.ok()) return PostResult{q.status(), 0};
+  if (chain.size() > UINT32_MAX) {
+    return PostResult{absl::InvalidArgumentError("ibv_post_recv: chain too long"), 0};
+  }
+  ibv_recv_wr wrs[kPostBatch];
+  ibv_sge sges[kPostBatch][kMaxSgeInline];
+  // As PostSend: batches of kPostBatch, each posted only after every
+  // earlier one was.
+  for (size_t base = 0; base < chain.size(); base += kPostBatch) {
+    const size_t n = std::min(kPostBatch, chain.size() - base);
+    size_t valid = n;
+    absl::Status invalid;
+    for (size_t i = 0; i < n; ++i) {
+      invalid = ibverbs::ToIbvRecvWr(chain[base + i], &wrs[i], sges[i]);
+      if (!invalid.ok()) {
+        valid = i;
+        break;
+      }
+      if (i > 0) wrs[i - 1].next = &wrs[i];
+    }
+    if (valid > 0) {
+      wrs[valid - 1].next = nullptr;
+      ibv_recv_wr* bad_wr = nullptr;
+      if (const int ret = ibv_post_recv(q->qp, wrs, &bad_wr); ret != 0) {
+        FERRY_CHECK(bad_wr != nullptr && bad_wr >= wrs && bad_wr < wrs + valid);
+        const auto idx = static_cast<uint32_t>(base + static_cast<size_t>(bad_wr - wrs));
+        return PostResult{ErrnoToStatus("ibv_post_recv", RetErrno(ret)), idx};
+      }
+    }
+    if (!invalid.ok()) {
+      return PostResult{
+          absl::InvalidArgumentError(absl::StrFormat("ibv_post_recv: WR %d of the chain: %s",
                                                      base + valid, invalid.message())),
           static_cast<uint32_t>(base + valid)};
     }

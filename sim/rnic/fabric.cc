@@ -661,7 +661,8 @@ absl::StatusOr<uint32_t> Fabric::VerbPollCq(uint32_t host, hal::CqHandle cq,
     }
     if (e.qp != kNone) {
       Qp& q = *qps_[e.qp];
-      if (q.alive && e.wr_seq + 1 > q.free_seq) q.free_seq = e.wr_seq + 1;
+      uint64_t& free_seq = e.recv ? q.rq_free_seq : q.free_seq;
+      if (q.alive && e.wr_seq + 1 > free_seq) free_seq = e.wr_seq + 1;
     }
     c.head = c.head + 1 == c.capacity ? 0 : c.head + 1;
   }
@@ -835,7 +836,8 @@ bool Fabric::WriteMayLand(uint32_t host, uint64_t addr, uint64_t len) const {
     const uint64_t lo_seq = q.post_seq > q.sq.size() ? q.post_seq - q.sq.size() : 0;
     for (uint64_t seq = lo_seq; seq < q.post_seq; ++seq) {
       const Wr& w = q.sq[seq % q.sq.size()];
-      if (w.seq != seq || w.wr.opcode != hal::Opcode::kRdmaWrite) continue;
+      if (w.seq != seq || !CarriesPayload(w.wr.opcode) || w.wr.opcode == hal::Opcode::kSend)
+        continue;
       if (!(w.wr.remote_addr < hi && addr < w.wr.remote_addr + w.len)) continue;
       if (seq >= q.done_seq || !w.sent_payload.empty()) return true;
     }
@@ -860,7 +862,8 @@ uint64_t Fabric::ProducibleOf(uint32_t ci) const {
   uint64_t n = 0;
   for (uint32_t qi : cqs_[ci].qps) {
     const Qp& q = *qps_[qi];
-    if (q.send_cq == ci) n += (q.post_seq - q.done_seq) + q.pending.size();
+    if (q.send_cq == ci) n += (q.post_seq - q.done_seq) + (q.pending.size() - q.pending_recv);
+    if (q.recv_cq == ci) n += (q.rq_post_seq - q.rq_done_seq) + q.pending_recv;
   }
   return n;
 }

@@ -149,6 +149,8 @@ struct FabricStats {
   uint64_t timeouts_without_loss = 0;
   uint64_t events = 0;
   uint64_t qpns_reused = 0;                    // QPs created with the number of a destroyed one
+  uint64_t rnr_naks = 0;                       // RNR NAKs sent by responders
+  uint64_t recv_cqes = 0;                      // receive completions emitted (flushes included)
   std::array<uint64_t, kFaultKinds> faults{};  // injected, per kind
 };
 
@@ -301,10 +303,23 @@ class Fabric final : public Actor {
     kFaultTick,
     kScript,
     kPortUp,
-    kStall,  // a = QP index, b = StallEv, c = the stall's token
+    kStall,     // a = QP index, b = StallEv, c = the stall's token
+    kRnrTimer,  // a = QP index, c = its rnr_token when the RNR NAK came
   };
   enum StallEv : uint32_t { kUnhang = 0, kHoldEnd, kDupDeliver };
-  enum RespKind : uint32_t { kAck = 0, kReadResp, kNakSeq, kNakAccess };
+  // kNakRnr carries the responder's min_rnr_timer in bits 8-12 of the
+  // event's b (RnrNakKind); kNakInvReq and kNakRemOp are the NAKs of a
+  // receive that failed at the responder (buffer too small; a bad receive
+  // SGE).
+  enum RespKind : uint32_t {
+    kAck = 0,
+    kReadResp,
+    kNakSeq,
+    kNakAccess,
+    kNakRnr,
+    kNakInvReq,
+    kNakRemOp
+  };
   struct Event {
     uint64_t t_ns;
     uint64_t seq;
@@ -363,8 +378,9 @@ class Fabric final : public Actor {
   struct Cqe {
     hal::WorkCompletion wc;
     uint32_t qp = kNone;  // fabric QP index
-    uint64_t wr_seq = 0;
-    bool dup = false;  // a dup_cqe copy (not counted in CqTruth::present)
+    uint64_t wr_seq = 0;  // of the send queue, or of the receive queue when `recv`
+    bool dup = false;     // a dup_cqe copy (not counted in CqTruth::present)
+    bool recv = false;    // a receive completion: goes to the QP's recv_cq
   };
   struct PendingCqe {
     uint64_t ready_ns;
@@ -524,6 +540,30 @@ class Fabric final : public Actor {
     uint64_t hold_token = 0;                         // qp_err_hold: a move to ERR is held...
     uint32_t held_mask = 0;                          // ...with this attribute mask
     uint64_t script_hold_ns = 0, script_dup_ns = 0;  // scripted, for the next one
+    // receive queue (fabric_recv.cc): a ring of cap.max_recv_wr; WRs
+    // [rq_done_seq, rq_post_seq) are posted and not completed, and the
+    // one at rq_done_seq is being filled while recv_active (a SEND's
+    // first packet consumed it; its last completes it). Slots free when
+    // their CQE is polled (rq_free_seq), as send slots do.
+    struct RecvSlot {
+      uint64_t seq = ~uint64_t{0};
+      hal::RecvWr wr;
+    };
+    std::vector<RecvSlot> rq;
+    uint32_t rq_depth = 0;  // usable receive WRs (the profile's rounding of max_recv_wr)
+    uint64_t rq_post_seq = 0, rq_done_seq = 0, rq_free_seq = 0;
+    bool recv_active = false;
+    uint64_t recv_off = 0;            // bytes of the active SEND placed so far
+    bool recv_early = false;          // sim_recv_cqe_before_data: completed at the
+    hal::RecvWr recv_early_wr;        // first packet, still filling this WR's buffer
+    uint64_t rnr_storm_until_ns = 0;  // responder: answers RNR until then (rnr_storm)
+    uint32_t script_recv_drop = 0;    // responder: SEND/WRITE_IMM packets to drop
+    bool rq_flush_dropped = false;    // rxe: a receive flush hit a full CQ
+    // requester: RNR NAKs since the last progress, and the wait after one
+    uint32_t rnr_retries = 0;
+    bool rnr_wait = false;
+    uint64_t rnr_token = 0;
+    uint32_t pending_recv = 0;  // entries of `pending` that are receive CQEs
     // completions
     std::deque<PendingCqe> pending;
     uint64_t last_cqe_ready_ns = 0;
@@ -650,14 +690,55 @@ class Fabric final : public Actor {
     bool completed;
     bool dup;
   };
+  void ExecuteReq(const ReqPacket& p);
   void DropReq(Qp& requester);
   // The WR of requester `rq` that sent the packet (low 32 bits of its
   // sequence, its virtual PSN), or nullptr when none in the ring window.
   const Wr* FindPacketWr(const Qp& rq, uint32_t seq_lo, uint64_t vpsn) const;
-  void ExecuteWrite(const ReqPacket& p, const Mr& m);
+  // False when nothing was placed (the requester's local MR vanished).
+  bool ExecuteWrite(const ReqPacket& p, const Mr& m);
   void ExecuteRead(const ReqPacket& p);
+  // ---- the receive side (fabric_recv.cc): post_recv, SEND and WRITE with
+  // immediate at the responder, RNR NAK and the requester's RNR wait,
+  // receive completions and their flush.
+  hal::PostResult VerbPostRecv(uint32_t host, hal::QpHandle qp,
+                               absl::Span<const hal::RecvWr> chain);
+  // A packet of a SEND / of a WRITE with immediate at the responder (after
+  // the PSN and state gate; `m` the MR the WRITE's rkey reaches).
+  void ExecuteSend(const ReqPacket& p);
+  void ExecuteWriteImm(const ReqPacket& p, const Mr& m);
+  // Whether the responder has a receive WR for a new message (no RNR storm).
+  bool RecvReady(const Qp& r) const;
+  void SendRnrNak(const ReqPacket& p);
+  // The requester got an RNR NAK for virtual PSN vpsn carrying timer code
+  // `timer` (IBA's 5-bit min_rnr_timer encoding).
+  void OnRnrNak(uint32_t qi, Qp& q, uint64_t vpsn, uint32_t timer);
+  void OnRnrTimer(const Event& e);
+  // How long a requester waits after an RNR NAK with timer code `timer`.
+  uint64_t RnrWaitNs(uint32_t timer) const;
+  // A receive completion's src_qp for a message from `requester`.
+  uint32_t RecvSrcQpn(const Qp& requester) const;
+  // Writes `len` bytes at `off` of receive WR `w`'s scatter list of QP r:
+  // kLocLenErr past its end, kLocProtErr on a bad lkey or range.
+  hal::WcStatus ScatterRecv(const Qp& r, const hal::RecvWr& w, uint64_t off, const uint8_t* src,
+                            uint64_t len);
+  // Completes the receive WR at rq_done_seq of QP ri.
+  void CompleteRecv(uint32_t ri, Qp& r, hal::WcStatus status, hal::Opcode op, uint32_t byte_len,
+                    uint32_t src_qpn, std::optional<uint32_t> imm);
+  // Every posted receive WR completes WR_FLUSH_ERR (the QP is in ERR).
+  void FlushRecvQueue(uint32_t qi, Qp& q);
+
+  // The bytes of a request packet: from the requester's memory, or saved
+  // at its WR's completion; false when nothing can be sent.
+  bool FetchPayload(const ReqPacket& p, uint8_t* dst);
+  // ACKs an executed payload packet at the last packet of its WR (with
+  // coalescing while more of the requester's packets are on the wire).
+  void AckExecuted(const ReqPacket& p);
   void OnResp(const Event& e);
   void OnReadResp(uint32_t qi, Qp& q, uint64_t vpsn);
+  // The send-queue sequence of the WR holding virtual PSN vpsn (done_seq
+  // when none does).
+  uint64_t WrSeqOfVpsn(const Qp& q, uint64_t vpsn) const;
   void OnTimer(const Event& e);
   // Starts a retry sequence from the oldest unacknowledged packet (a
   // timeout, a NAK-sequence error or an implied NAK), unless a NAK or
@@ -676,8 +757,9 @@ class Fabric final : public Actor {
   // used only by the test mutation sim_resp_to_source (the old model).
   // `payload_bytes`: a READ response's data (ACK/NAK: 0); serialized on the
   // responder's port.
+  // `rnr_timer`: a kNakRnr's timer code (b's bits 8-12 of the event).
   void SendResp(uint32_t ri, Qp& resp_qp, uint32_t src_qi, RespKind kind, uint32_t wire_psn,
-                uint64_t src_vpsn, uint64_t payload_bytes = 0);
+                uint64_t src_vpsn, uint64_t payload_bytes = 0, uint32_t rnr_timer = 0);
   // Completes the WRITEs acknowledged up to vpsn_last. A READ at the head
   // means its response was lost (implied NAK): retransmit from it, unless
   // `implied_nak` is false (then stop there).
@@ -692,6 +774,11 @@ class Fabric final : public Actor {
   // they carry (called before its CQE is emitted).
   void SaveSentPayloads(uint32_t qi, Qp& q);
   void EmitCqe(uint32_t qi, Qp& q, const Wr& w, hal::WcStatus status);
+  // Fills an error CQE's garbage fields as the profile's device does.
+  void FillErrorCqe(Cqe& c);
+  // Sends a built CQE (send or receive) through q's completion FIFO: a
+  // seeded CQE jitter, a late CQE, per-QP order.
+  void QueueCqe(uint32_t qi, Qp& q, const Cqe& c, bool flush);
   void DeliverPending(uint32_t qi);
   void WriteCqe(uint32_t qi, const Cqe& cqe, bool flush);
   void Overrun(uint32_t ci);
@@ -759,7 +846,8 @@ class Fabric final : public Actor {
   Prng prng_;
   Prng stall_prng_;  // the stall kinds' stream (config_.stall.seed)
   uint64_t stall_tokens_ = 0;
-  std::map<uint64_t, Cqe> dup_cqes_;  // by token: copies not yet delivered
+  std::map<uint64_t, Cqe> dup_cqes_;   // by token: copies not yet delivered
+  std::vector<uint8_t> recv_scratch_;  // one SEND packet's payload (amortised)
   VirtualClock* clock_;
   Trace* trace_;
   uint32_t current_actor_ = 0;

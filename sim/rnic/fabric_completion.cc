@@ -131,7 +131,7 @@ void Fabric::OnResp(const Event& e) {
       return;
     }
   }
-  switch (static_cast<RespKind>(e.b)) {
+  switch (static_cast<RespKind>(e.b & 0xff)) {
     case kAck:
       if (vpsn >= q.ack_vpsn) AckUpTo(e.a, q, vpsn);
       break;
@@ -148,22 +148,31 @@ void Fabric::OnResp(const Event& e) {
       if (!Executing(q.attr.qp_state) || q.sent_vpsn == q.ack_vpsn) return;
       StartRetry(e.a, q, /*timeout=*/false);
       break;
-    case kNakAccess: {
+    case kNakRnr:
+      OnRnrNak(e.a, q, vpsn, e.b >> 8);
+      break;
+    case kNakAccess:
+    case kNakInvReq:
+    case kNakRemOp: {
       if (vpsn < q.ack_vpsn) return;
       if (vpsn > q.ack_vpsn) AckUpTo(e.a, q, vpsn - 1);
       if (!Executing(q.attr.qp_state)) return;
-      uint64_t fail = q.done_seq;
-      for (uint64_t s = q.done_seq; s < q.post_seq; ++s) {
-        const Wr& w = q.sq[s % q.sq.size()];
-        if (vpsn >= w.vpsn_first && vpsn < w.vpsn_first + w.npkts) {
-          fail = s;
-          break;
-        }
-      }
-      FailAndFlush(e.a, q, fail, WcStatus::kRemAccessErr);
+      const auto kind = static_cast<RespKind>(e.b & 0xff);
+      FailAndFlush(e.a, q, WrSeqOfVpsn(q, vpsn),
+                   kind == kNakAccess   ? WcStatus::kRemAccessErr
+                   : kind == kNakInvReq ? WcStatus::kRemInvReqErr
+                                        : WcStatus::kRemOpErr);
       break;
     }
   }
+}
+
+uint64_t Fabric::WrSeqOfVpsn(const Qp& q, uint64_t vpsn) const {
+  for (uint64_t s = q.done_seq; s < q.post_seq; ++s) {
+    const Wr& w = q.sq[s % q.sq.size()];
+    if (vpsn >= w.vpsn_first && vpsn < w.vpsn_first + w.npkts) return s;
+  }
+  return q.done_seq;
 }
 
 void Fabric::OnTimer(const Event& e) {
@@ -223,6 +232,7 @@ void Fabric::Rewind(uint32_t qi, Qp& q) {
 
 void Fabric::NoteProgress(Qp& q) {
   q.retries = 0;
+  q.rnr_retries = 0;
   q.retry_started = false;
   q.last_progress_ns = clock_->NowNs();
 }
@@ -250,6 +260,8 @@ void Fabric::FailAndFlush(uint32_t qi, Qp& q, uint64_t fail_seq, WcStatus status
   }
   q.send_seq = q.post_seq;
   q.sent_vpsn = q.ack_vpsn = q.next_vpsn;
+  q.rnr_wait = false;
+  FlushRecvQueue(qi, q);
 }
 
 void Fabric::SaveSentPayloads(uint32_t qi, Qp& q) {
@@ -257,7 +269,7 @@ void Fabric::SaveSentPayloads(uint32_t qi, Qp& q) {
   const uint64_t mtu = std::min(hal::MtuBytes(q.attr.path_mtu), hal::MtuBytes(config_.active_mtu));
   for (uint64_t s = q.done_seq; s < q.post_seq; ++s) {
     Wr& w = q.sq[s % q.sq.size()];
-    if (w.wr.opcode != hal::Opcode::kRdmaWrite || q.sent_vpsn_hi <= w.vpsn_first) continue;
+    if (!CarriesPayload(w.wr.opcode) || q.sent_vpsn_hi <= w.vpsn_first) continue;
     const uint64_t sent_pkts = std::min<uint64_t>(q.sent_vpsn_hi - w.vpsn_first, w.npkts);
     const uint64_t bytes = std::min(w.len, sent_pkts * mtu);
     if (bytes == 0) continue;
@@ -281,12 +293,21 @@ void Fabric::EmitCqe(uint32_t qi, Qp& q, const Wr& w, WcStatus status) {
   c.wc.qp_num = q.qpn;
   if (status == WcStatus::kSuccess) {
     c.wc.opcode = w.wr.opcode;  // BIND_MW and LOCAL_INV too (rxe_comp.c wr_to_wc_opcode)
+    // A WRITE with immediate completes IBV_WC_RDMA_WRITE at the requester.
+    if (w.wr.opcode == hal::Opcode::kRdmaWriteWithImm) c.wc.opcode = hal::Opcode::kRdmaWrite;
     if (IsLocalOp(w.wr.opcode) && config_.mutations.on(base::Mutation::kSimMwWcOpcodeSend)) {
       c.wc.opcode = hal::Opcode::kSend;
     }
     c.wc.byte_len = static_cast<uint32_t>(w.len);
     c.wc.vendor_err = 0;
-  } else if (config_.profile == RnicProfile::kRxe) {
+  } else {
+    FillErrorCqe(c);
+  }
+  QueueCqe(qi, q, c, status == WcStatus::kWrFlushErr);
+}
+
+void Fabric::FillErrorCqe(Cqe& c) {
+  if (config_.profile == RnicProfile::kRxe) {
     // rxe: raw opcode 0 (IBV_WC_SEND, reported as kSend) and vendor_err 0
     // (softroce.md); byte_len is garbage.
     c.wc.opcode = hal::Opcode::kSend;
@@ -295,8 +316,11 @@ void Fabric::EmitCqe(uint32_t qi, Qp& q, const Wr& w, WcStatus status) {
   } else {
     c.wc.opcode = static_cast<hal::Opcode>(prng_.Below(4));
     c.wc.byte_len = static_cast<uint32_t>(prng_.Next());
-    c.wc.vendor_err = status == WcStatus::kWrFlushErr ? 0xf9 : 0x80 + prng_.Below(16);
+    c.wc.vendor_err = c.wc.status == WcStatus::kWrFlushErr ? 0xf9 : 0x80 + prng_.Below(16);
   }
+}
+
+void Fabric::QueueCqe(uint32_t qi, Qp& q, const Cqe& c, bool flush) {
   uint64_t delay = 0;
   if (config_.cqe_jitter_ns != 0) delay = prng_.Below(config_.cqe_jitter_ns + 1);
   if (q.script_late > 0) {
@@ -312,13 +336,13 @@ void Fabric::EmitCqe(uint32_t qi, Qp& q, const Wr& w, WcStatus status) {
     ready = std::max(ready, q.last_cqe_ready_ns);
     q.last_cqe_ready_ns = ready;
   }
-  const bool flush = status == WcStatus::kWrFlushErr;
   if (ready <= now && q.pending.empty()) {
     WriteCqe(qi, c, flush);
     return;
   }
   FERRY_CHECK_LT(q.pending.size(), size_t{1} << 24);
   q.pending.push_back(PendingCqe{ready, c, flush});
+  if (c.recv) ++q.pending_recv;
   Push(EvType::kCqeDeliver, ready, qi, 0, 0, 0,
        config_.mutations.on(base::Mutation::kSimPerQpOrderOff) ? kNone : CqeChan(qi));
 }
@@ -332,6 +356,7 @@ void Fabric::DeliverPending(uint32_t qi) {
       if (q.pending.front().ready_ns > now) break;
       const PendingCqe p = q.pending.front();
       q.pending.pop_front();
+      if (p.cqe.recv) --q.pending_recv;
       WriteCqe(qi, p.cqe, p.flush);
       if (!q.alive) return;
     }
@@ -345,6 +370,7 @@ void Fabric::DeliverPending(uint32_t qi) {
     }
     const PendingCqe p = q.pending[i];
     q.pending.erase(q.pending.begin() + static_cast<std::ptrdiff_t>(i));
+    if (p.cqe.recv) --q.pending_recv;
     WriteCqe(qi, p.cqe, p.flush);
     if (!q.alive) return;
   }
@@ -361,15 +387,16 @@ void Fabric::Overrun(uint32_t ci) {
 
 void Fabric::WriteCqe(uint32_t qi, const Cqe& cqe, bool flush) {
   Qp& q = *qps_[qi];
-  const uint32_t ci = q.send_cq;
+  const uint32_t ci = cqe.recv ? q.recv_cq : q.send_cq;
   Cq& c = cqs_[ci];
   if (!c.alive || c.errored) return;
-  if (flush && q.flush_dropped) return;  // rxe: rest of the SQ dropped silently
+  bool& flush_dropped = cqe.recv ? q.rq_flush_dropped : q.flush_dropped;
+  if (flush && flush_dropped) return;  // rxe: rest of the queue dropped silently
   const bool full = c.count == c.capacity;
   const bool forced = !full && InjectFault(FaultKind::kCqOverrun);
   if (full || forced) {
     if (full && flush && config_.profile == RnicProfile::kRxe) {
-      q.flush_dropped = true;
+      flush_dropped = true;
       return;
     }
     if (config_.mutations.on(base::Mutation::kSimOverrunUndetected)) {
@@ -416,14 +443,26 @@ void Fabric::ScrubCq(uint32_t ci, uint32_t qi) {
   c.dups = dups;
 }
 
-void Fabric::DropQpCqes(uint32_t qi) { qps_[qi]->pending.clear(); }
+void Fabric::DropQpCqes(uint32_t qi) {
+  qps_[qi]->pending.clear();
+  qps_[qi]->pending_recv = 0;
+}
 
 void Fabric::ResetQpQueues(Qp& q) {
   q.pending.clear();
+  q.pending_recv = 0;
   q.done_seq = q.free_seq = q.send_seq = q.post_seq;
   q.sent_vpsn = q.ack_vpsn = q.next_vpsn;
   q.retries = 0;
   q.retry_started = false;
+  q.rq_done_seq = q.rq_free_seq = q.rq_post_seq;
+  q.recv_active = false;
+  q.recv_early = false;
+  q.recv_off = 0;
+  q.rnr_retries = 0;
+  q.rnr_wait = false;
+  ++q.rnr_token;
+  q.rnr_storm_until_ns = 0;
 }
 
 }  // namespace ferry::sim

@@ -99,7 +99,7 @@ void Fabric::Dispatch(const Event& e) {
   ++stats_.events;
   const bool qp_event = e.type == EvType::kReq || e.type == EvType::kResp ||
                         e.type == EvType::kTimer || e.type == EvType::kCqeDeliver ||
-                        e.type == EvType::kStall;
+                        e.type == EvType::kStall || e.type == EvType::kRnrTimer;
   if (qp_event && e.a < qps_.size()) {
     const Qp& q = *qps_[e.a];
     touched_hosts_ |= uint64_t{1} << (q.host % 64);
@@ -141,6 +141,9 @@ void Fabric::Dispatch(const Event& e) {
     case EvType::kStall:
       OnStall(e);
       break;
+    case EvType::kRnrTimer:
+      OnRnrTimer(e);
+      break;
   }
 }
 
@@ -175,9 +178,9 @@ hal::PostResult Fabric::VerbPostSend(uint32_t host, hal::QpHandle qph,
       err = ENOMEM;
     } else if (!can_post) {
       err = EINVAL;
-    } else if (wr.opcode != hal::Opcode::kRdmaWrite && wr.opcode != hal::Opcode::kRdmaRead &&
+    } else if (!CarriesPayload(wr.opcode) && wr.opcode != hal::Opcode::kRdmaRead &&
                !IsLocalOp(wr.opcode)) {
-      err = EINVAL;  // SEND/WRITE_WITH_IMM need receive queues: not modelled
+      err = EINVAL;  // an opcode this RC send queue does not know
     } else if (wr.num_sge > q.cap.max_send_sge || wr.num_sge > hal::kMaxSgeInline ||
                (IsLocalOp(wr.opcode) && wr.num_sge != 0)) {
       err = EINVAL;
@@ -269,7 +272,7 @@ bool Fabric::StartWr(uint32_t qi, Qp& q, Wr& w) {
 
 void Fabric::Kick(uint32_t qi) {
   Qp& q = *qps_[qi];
-  if (!q.alive || q.attr.qp_state != QpState::kRts || q.hung) return;
+  if (!q.alive || q.attr.qp_state != QpState::kRts || q.hung || q.rnr_wait) return;
   const bool was_idle = q.sent_vpsn == q.ack_vpsn;
   // The retry timer of an idle QP starts when its first packet starts to
   // leave, not when it joins the port's queue behind other QPs' packets.
@@ -325,8 +328,7 @@ void Fabric::SendReq(uint32_t qi, Qp& q, Wr& w, uint64_t vpsn) {
   ++stats_.packets_sent;
   const uint64_t mtu = std::min(hal::MtuBytes(q.attr.path_mtu), hal::MtuBytes(config_.active_mtu));
   const uint64_t off = (vpsn - w.vpsn_first) * mtu;
-  const uint64_t len =
-      w.wr.opcode == hal::Opcode::kRdmaWrite && off < w.len ? std::min(mtu, w.len - off) : 0;
+  const uint64_t len = CarriesPayload(w.wr.opcode) && off < w.len ? std::min(mtu, w.len - off) : 0;
   const uint64_t depart_ns = Serialize(q.dev, len);
   if (q.script_drop > 0) {
     --q.script_drop;
@@ -347,7 +349,7 @@ void Fabric::SendReq(uint32_t qi, Qp& q, Wr& w, uint64_t vpsn) {
 }
 
 void Fabric::SendResp(uint32_t ri, Qp& r, uint32_t src_qi, RespKind kind, uint32_t wire_psn,
-                      uint64_t src_vpsn, uint64_t payload_bytes) {
+                      uint64_t src_vpsn, uint64_t payload_bytes, uint32_t rnr_timer) {
   ++stats_.packets_sent;
   uint32_t req_qi = src_qi;
   if (!config_.mutations.on(base::Mutation::kSimRespToSource)) {
@@ -365,7 +367,8 @@ void Fabric::SendResp(uint32_t ri, Qp& r, uint32_t src_qi, RespKind kind, uint32
     return;
   }
   const uint64_t t = Arrival(depart_ns, &r.last_resp_arrival_ns, &req.path_faults);
-  Push(EvType::kResp, t, req_qi, kind, src_vpsn, wire_psn, RespChan(ri));
+  Push(EvType::kResp, t, req_qi, static_cast<uint32_t>(kind) | (rnr_timer & 0x1f) << 8, src_vpsn,
+       wire_psn, RespChan(ri));
 }
 
 void Fabric::ShadowCheck(const void* addr, uint64_t len, bool local, std::string_view what) {

@@ -202,6 +202,13 @@ absl::Status Fabric::ApplyQpFault(const ScriptedFault& f, uint32_t qi) {
     case FaultKind::kDupCqe:
       q.script_dup_ns = f.duration_ns;
       return absl::OkStatus();
+    case FaultKind::kRecvDrop:
+      ++q.script_recv_drop;
+      return absl::OkStatus();
+    case FaultKind::kRnrStorm:
+      CountFault(f.kind);
+      q.rnr_storm_until_ns = clock_->NowNs() + f.duration_ns;
+      return absl::OkStatus();
     default:
       return absl::InvalidArgumentError(
           absl::StrCat(AV(FaultKindName(f.kind)), " does not apply to a qp"));

@@ -43,6 +43,16 @@ inline bool IsLocalOp(hal::Opcode op) {
   return op == hal::Opcode::kBindMw || op == hal::Opcode::kLocalInv;
 }
 
+// A request whose packets carry payload to the responder (placed there).
+inline bool CarriesPayload(hal::Opcode op) {
+  return op == hal::Opcode::kRdmaWrite || op == hal::Opcode::kRdmaWriteWithImm ||
+         op == hal::Opcode::kSend;
+}
+// A request that consumes a receive WR at the responder (RNR when none).
+inline bool ConsumesRecv(hal::Opcode op) {
+  return op == hal::Opcode::kSend || op == hal::Opcode::kRdmaWriteWithImm;
+}
+
 // Memory window keys have bit 31 set; MR keys never do (fabric.h, Mw).
 inline constexpr uint32_t kMwKeyBit = 0x80000000u;
 inline bool IsMwKey(uint32_t rkey) { return (rkey & kMwKeyBit) != 0; }

@@ -52,6 +52,18 @@ absl::StatusOr<hal::QpInfo> Fabric::VerbCreateQp(uint32_t host, hal::PdHandle pd
   q->sq_sig_all = init.sq_sig_all;
   q->attr.cap = q->cap;
   q->sq.resize(std::max<uint32_t>(q->cap.max_send_wr, 1));
+  // Receive queue depth: mlx5 rounds to a power of two (and says so at
+  // create); rxe's ring holds 2^k - 1 >= the request, which only
+  // ibv_query_qp reports (rdma-core providers/rxe, rxe_queue.c).
+  q->rq_depth = cap.max_recv_wr;
+  if (cap.max_recv_wr > 0) {
+    q->rq_depth = config_.profile == RnicProfile::kMlx5
+                      ? std::min(std::bit_ceil(cap.max_recv_wr), limits_.max_qp_wr)
+                      : std::bit_ceil(cap.max_recv_wr + 1) - 1;
+  }
+  if (config_.profile == RnicProfile::kMlx5) q->cap.max_recv_wr = q->rq_depth;
+  q->attr.cap.max_recv_wr = q->rq_depth;
+  q->rq.resize(std::max<uint32_t>(q->rq_depth, 1));
   if (!d.free_qpns.empty()) {
     q->qpn = d.free_qpns.back();
     d.free_qpns.pop_back();
@@ -190,7 +202,11 @@ absl::Status Fabric::VerbModifyQp(uint32_t host, hal::QpHandle qph, const hal::Q
   }
   q.attr.qp_state = next;
   q.attr.cur_qp_state = next;
-  if (next != cur) EnterQpState(qi, q, cur, mask);
+  if (next != cur) {
+    EnterQpState(qi, q, cur, mask);
+  } else if (next == QpState::kErr && !q.hung) {
+    FlushRecvQueue(qi, q);  // ERR -> ERR flushes receive WRs posted in ERR (rxe keeps them)
+  }
   return absl::OkStatus();
 }
 
@@ -248,6 +264,7 @@ void Fabric::EnterQpState(uint32_t qi, Qp& q, QpState cur, uint32_t mask) {
         const hal::QpCap keep = q.cap;
         q.attr = hal::QpAttr{};
         q.attr.cap = keep;
+        q.attr.cap.max_recv_wr = q.rq_depth;
       }
       q.dst_dev = kNone;
       q.hung = false;
@@ -346,7 +363,9 @@ void Fabric::DestroyQpNow(uint32_t qi, bool scrub) {
   --devices_[q.dev].live_qp;
   --live_[K(ObjectKind::kQp)];
   std::vector<Wr>().swap(q.sq);
+  std::vector<Qp::RecvSlot>().swap(q.rq);
   q.done_seq = q.post_seq;
+  q.rq_done_seq = q.rq_post_seq;
 }
 
 absl::Status Fabric::VerbDestroyQp(uint32_t host, hal::QpHandle qph) {

@@ -22,7 +22,7 @@ namespace ferry::sim {
 using namespace fabric_internal;  // NOLINT(build/namespaces): the fabric's own helpers
 
 // OnReq's phases: find the packet's WR at the requester, find and gate the
-// responder (PSN window, state), then execute a WRITE or a READ.
+// responder (PSN window, state), then execute it (ExecuteReq).
 void Fabric::OnReq(const Event& e) {
   Qp& rq = *qps_[e.a];
   if (!rq.alive || rq.sq.empty()) return DropReq(rq);  // requester gone: no DMA of its memory
@@ -65,8 +65,24 @@ void Fabric::OnReq(const Event& e) {
   ReqPacket p{e, rq, wr, ri, r, 0, 0, completed, dup};
   p.off = (e.c - wr.vpsn_first) * mtu;
   p.len = p.off < wr.len ? std::min(mtu, wr.len - p.off) : 0;
-  const bool is_write = wr.wr.opcode == hal::Opcode::kRdmaWrite;
-  if (dup && is_write) {
+  ExecuteReq(p);
+}
+
+// A gated packet: a duplicate is re-acknowledged; otherwise the access
+// check and the opcode's execution.
+void Fabric::ExecuteReq(const ReqPacket& p) {
+  const Event& e = p.e;
+  Qp& rq = p.rq;
+  const Wr& wr = p.wr;
+  const uint32_t ri = p.ri;
+  Qp& r = p.r;
+  const uint32_t dev = rq.dst_dev;
+  const bool dup = p.dup;
+  const hal::Opcode op = wr.wr.opcode;
+  const bool is_write = CarriesPayload(op);  // WRITE, WRITE with immediate, SEND
+  const bool redeliver =
+      op == hal::Opcode::kSend && config_.mutations.on(base::Mutation::kSimDupSendRedelivered);
+  if (dup && is_write && !redeliver) {
     // Re-acknowledged without executing, with the PSN of the last packet
     // this responder executed (epsn - 1), not the duplicate's own PSN: an
     // ACK says "everything up to here was placed" (IBA C9-105; rxe's
@@ -78,6 +94,12 @@ void Fabric::OnReq(const Event& e) {
     SendResp(ri, r, e.a, kAck, ack_psn, e.c);
     return;
   }
+  if (ConsumesRecv(op) && r.script_recv_drop > 0) {  // scripted recv_drop: lost on arrival
+    --r.script_recv_drop;
+    CountFault(FaultKind::kRecvDrop);
+    return DropReq(rq);
+  }
+  if (op == hal::Opcode::kSend) return ExecuteSend(p);  // no rkey: the receive WR says where
   const uint32_t need = is_write ? hal::kAccessRemoteWrite : hal::kAccessRemoteRead;
   const Mr* m = (r.attr.qp_access_flags & need) == need
                     ? ResolveRkey(dev, r.pd, ri, wr.wr.rkey, wr.wr.remote_addr, wr.len, need)
@@ -89,7 +111,11 @@ void Fabric::OnReq(const Event& e) {
     EnterErr(ri, r);
     return;
   }
-  if (is_write) return ExecuteWrite(p, *m);
+  if (op == hal::Opcode::kRdmaWriteWithImm) return ExecuteWriteImm(p, *m);
+  if (is_write) {
+    ExecuteWrite(p, *m);
+    return;
+  }
   ExecuteRead(p);
 }
 
@@ -110,24 +136,43 @@ const Fabric::Wr* Fabric::FindPacketWr(const Qp& rq, uint32_t seq_lo, uint64_t v
   return nullptr;
 }
 
-void Fabric::ExecuteWrite(const ReqPacket& p, const Mr& m) {
-  const Event& e = p.e;
+bool Fabric::FetchPayload(const ReqPacket& p, uint8_t* dst) {
+  if (p.completed) {
+    if (p.off + p.len > p.wr.sent_payload.size()) {  // not sent before completion
+      DropReq(p.rq);
+      return false;
+    }
+    std::memcpy(dst, p.wr.sent_payload.data() + p.off, p.len);
+    ++stats_.late_packets_landed;
+    return true;
+  }
+  if (!DmaLocal(p.e.a, p.rq, p.wr, p.off, p.len, dst, true)) {
+    // The requester's local MR vanished mid-WR: nothing placed.
+    if (Executing(p.rq.attr.qp_state)) {
+      FailAndFlush(p.e.a, p.rq, p.wr.seq, WcStatus::kLocProtErr);
+    }
+    return false;
+  }
+  return true;
+}
+
+bool Fabric::ExecuteWrite(const ReqPacket& p, const Mr& m) {
   const Wr& wr = p.wr;
   Qp& r = p.r;
   uint8_t* dst = m.addr + (wr.wr.remote_addr - reinterpret_cast<uint64_t>(m.addr)) + p.off;
   ShadowCheck(dst, p.len, false, "remote target of WRITE");
-  if (p.completed) {
-    if (p.off + p.len > wr.sent_payload.size()) return DropReq(p.rq);  // not sent before completion
-    std::memcpy(dst, wr.sent_payload.data() + p.off, p.len);
-    ++stats_.late_packets_landed;
-  } else if (!DmaLocal(e.a, p.rq, wr, p.off, p.len, dst, true)) {
-    // The requester's local MR vanished mid-WR: nothing placed.
-    if (Executing(p.rq.attr.qp_state)) FailAndFlush(e.a, p.rq, wr.seq, WcStatus::kLocProtErr);
-    return;
-  }
+  if (!FetchPayload(p, dst)) return false;
   ++stats_.packets_executed;
   r.epsn = (r.epsn + 1) & kPsnMask;
   r.nak_sent = false;
+  AckExecuted(p);
+  return true;
+}
+
+void Fabric::AckExecuted(const ReqPacket& p) {
+  const Event& e = p.e;
+  const Wr& wr = p.wr;
+  Qp& r = p.r;
   // ACK coalescing: while more of this requester's packets are already
   // on the wire behind this one, acknowledge only every kAckEvery-th
   // packet; the last one in a burst is always acknowledged.

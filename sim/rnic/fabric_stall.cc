@@ -86,11 +86,12 @@ void Fabric::MaybeDupCqe(uint32_t qi, Qp& q, const Cqe& cqe) {
 void Fabric::PlaceDupCqe(const Cqe& cqe) {
   const Qp& q = *qps_[cqe.qp];
   if (!q.alive) return;
-  Cq& c = cqs_[q.send_cq];
+  const uint32_t ci = cqe.recv ? q.recv_cq : q.send_cq;
+  Cq& c = cqs_[ci];
   if (!c.alive || c.errored) return;
   // Room beyond what the CQ's live QPs can still produce (their WRs not
   // completed and their CQEs on the way): a copy never causes an overrun.
-  const uint64_t producible = ProducibleOf(q.send_cq);
+  const uint64_t producible = ProducibleOf(ci);
   // Mutation: the copy takes any free entry (a later real CQE overruns).
   const bool any_entry = config_.mutations.on(base::Mutation::kSimDupCqeNoRoom);
   if (any_entry ? c.count == c.capacity : c.count + producible >= c.capacity) return;
@@ -102,7 +103,7 @@ void Fabric::PlaceDupCqe(const Cqe& cqe) {
   CountFault(FaultKind::kDupCqe);
   if (c.armed && (!c.solicited_only || cqe.wc.status != WcStatus::kSuccess)) {
     c.armed = false;
-    channels_[c.channel].events.push_back(q.send_cq);
+    channels_[c.channel].events.push_back(ci);
   }
 }
 

@@ -27,7 +27,8 @@ constexpr std::array<const char*, kFaultKinds> kNames = {
     "post_send_enomem", "cq_overrun",      "packet_loss",    "link_down",       "port_flap",
     "resource_fail",    "peer_restart",    "paused_peer",    "ctrl_delay",      "ctrl_loss",
     "ctrl_dup",         "ctrl_reorder",    "ctrl_partition", "link_up",         "device_fatal",
-    "gid_change",       "hung_qp_recover", "qp_err_hold",    "dup_cqe",
+    "gid_change",       "hung_qp_recover", "qp_err_hold",    "dup_cqe",         "recv_drop",
+    "rnr_storm",
 };
 
 // Per-kind menu of rates (denominators); the numerator is always 1.
@@ -116,7 +117,7 @@ std::string ScriptedFault::ToString() const {
 
 bool FaultTakesDuration(FaultKind k) {
   return k == FaultKind::kPausedPeer || k == FaultKind::kCtrlPartition ||
-         k == FaultKind::kCtrlDelay || IsStallKind(k);
+         k == FaultKind::kCtrlDelay || IsStallKind(k) || k == FaultKind::kRnrStorm;
 }
 
 StallPlan StallPlan::Draw(Prng& prng, uint64_t slice_timeout_ns) {

@@ -51,6 +51,12 @@ enum class FaultKind : uint8_t {
   kHungQpRecover,
   kQpErrHold,
   kDupCqe,
+  // Receive-side kinds (fabric_recv.cc), scripted on a QP as responder:
+  // its next SEND / WRITE-with-immediate packet is lost on arrival, or it
+  // answers every new message with an RNR NAK for a while though receive
+  // WRs are posted (an RNR storm). A late receive CQE is late_cqe.
+  kRecvDrop,
+  kRnrStorm,
   kCount,
 };
 inline constexpr size_t kSeededFaultKinds = static_cast<size_t>(FaultKind::kLinkUp);
@@ -58,7 +64,12 @@ inline constexpr size_t kFaultKinds = static_cast<size_t>(FaultKind::kCount);
 inline constexpr size_t kFirstStallKind = static_cast<size_t>(FaultKind::kHungQpRecover);
 // Whether a kind is one of the stall kinds (a campaign gates on them as on
 // the seeded kinds when its plans draw them).
-constexpr bool IsStallKind(FaultKind k) { return static_cast<size_t>(k) >= kFirstStallKind; }
+constexpr bool IsStallKind(FaultKind k) {
+  return static_cast<size_t>(k) >= kFirstStallKind && k <= FaultKind::kDupCqe;
+}
+constexpr bool IsRecvKind(FaultKind k) {
+  return k == FaultKind::kRecvDrop || k == FaultKind::kRnrStorm;
+}
 
 std::string_view FaultKindName(FaultKind k);
 absl::StatusOr<FaultKind> ParseFaultKind(std::string_view name);
@@ -129,7 +140,8 @@ struct ScriptedFault {
   // How long a paused_peer or ctrl_partition lasts, a ctrl_delay's delay,
   // how long a hung_qp_recover QP hangs, how long qp_err_hold holds the
   // QP's next move to ERR, or how late dup_cqe's copy of the QP's next CQE
-  // comes ("for <ns>"); 0 (no "for") for every other kind.
+  // comes, how long an rnr_storm lasts ("for <ns>"); 0 (no "for") for
+  // every other kind.
   uint64_t duration_ns = 0;
   std::string ToString() const;  // the line ParseFaultScript reads back
 };

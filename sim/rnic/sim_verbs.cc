@@ -95,6 +95,9 @@ class SimVerbs final : public hal::Verbs {
   hal::PostResult PostSend(hal::QpHandle qp, absl::Span<const hal::SendWr> chain) override {
     return f_->VerbPostSend(host_, qp, chain);
   }
+  hal::PostResult PostRecv(hal::QpHandle qp, absl::Span<const hal::RecvWr> chain) override {
+    return f_->VerbPostRecv(host_, qp, chain);
+  }
   absl::StatusOr<hal::AsyncEvent> GetAsyncEvent(hal::ContextHandle ctx) override {
     return f_->VerbGetAsyncEvent(host_, ctx);
   }

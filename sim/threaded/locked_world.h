@@ -172,6 +172,9 @@ class LockedVerbs final : public hal::Verbs {
   hal::PostResult PostSend(hal::QpHandle qp, absl::Span<const hal::SendWr> chain) override {
     FERRY_LOCKED_(PostSend(qp, chain));
   }
+  hal::PostResult PostRecv(hal::QpHandle qp, absl::Span<const hal::RecvWr> chain) override {
+    FERRY_LOCKED_(PostRecv(qp, chain));
+  }
   absl::StatusOr<hal::AsyncEvent> GetAsyncEvent(hal::ContextHandle ctx) override {
     FERRY_LOCKED_(GetAsyncEvent(ctx));
   }

@@ -203,6 +203,11 @@ class ProcessVerbs final : public hal::Verbs {
     if (!p.live) return hal::PostResult{Dead(), 0};
     return in_->PostSend(qp, chain);
   }
+  hal::PostResult PostRecv(hal::QpHandle qp, absl::Span<const hal::RecvWr> chain) override {
+    Pass p(this);
+    if (!p.live) return hal::PostResult{Dead(), 0};
+    return in_->PostRecv(qp, chain);
+  }
   absl::StatusOr<hal::AsyncEvent> GetAsyncEvent(hal::ContextHandle ctx) override {
     Pass p(this);
     if (!p.live) return Dead();

@@ -38,6 +38,14 @@ struct Traits {
   // window's bound range (IBA); rxe checks only the range of the window's
   // MR (rxe_resp.c check_rkey; measured, docs/hal.md).
   bool mw_checks_range = true;
+  // A SEND longer than its receive WR: rxe completes the receive
+  // LOC_QP_OP_ERR and the SEND REM_OP_ERR (rxe_resp.c check_length); IBA and
+  // mlx5: LOC_LEN_ERR and REM_INV_REQ_ERR.
+  bool send_too_long_qp_op_err = false;
+  // A receive WR posted while the QP is in ERR completes WR_FLUSH_ERR at
+  // once (mlx5); rxe's user-space post only writes the ring, and the WR
+  // waits for the next modify to ERR.
+  bool recv_posted_in_err_flushes = true;
   uint64_t poll_step_ns = 100'000;  // how much time one idle poll lets pass
   uint64_t timing_slack_ns = 0;     // extra allowed on timing assertions
 };

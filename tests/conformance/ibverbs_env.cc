@@ -70,7 +70,9 @@ class IbverbsEnv final : public Env {
     env->traits_.scrubs_on_destroy = !rxe;
     env->traits_.error_opcode_zero = rxe;
     env->traits_.retry_cnt7_infinite = rxe;
-    env->traits_.mw_checks_range = !rxe;  // measured on rxe, kernel 6.1 (docs/hal.md)
+    env->traits_.mw_checks_range = !rxe;             // measured on rxe, kernel 6.1 (docs/hal.md)
+    env->traits_.send_too_long_qp_op_err = rxe;      // rxe_resp.c check_length (docs/hal.md)
+    env->traits_.recv_posted_in_err_flushes = !rxe;  // rxe: user-space post, no flush
     env->traits_.poll_step_ns = 1'000'000;
     env->traits_.timing_slack_ns = 5'000'000'000;  // TCG VMs are slow
     return env;

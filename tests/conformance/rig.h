@@ -153,6 +153,11 @@ class Rig {
   Side& b() { return side_[1]; }
   Env& env() { return env_; }
 
+  // QP settings the next MakeQp / Connect use (receive-side cases).
+  uint32_t recv_depth = 1;
+  uint8_t rnr_retry = 7;
+  uint8_t min_rnr_timer = 12;
+
   // Gets and acknowledges every pending async event of a side; returns them.
   std::vector<hal::AsyncEventType> DrainAsync(int i) {
     std::vector<hal::AsyncEventType> out;
@@ -170,7 +175,7 @@ class Rig {
     hal::QpInitAttr init;
     init.send_cq = init.recv_cq = s.cq;
     init.cap.max_send_wr = depth;
-    init.cap.max_recv_wr = 1;
+    init.cap.max_recv_wr = recv_depth;
     init.cap.max_send_sge = 1;
     init.cap.max_recv_sge = 1;
     auto qp = s.v->CreateQp(s.pd, init);
@@ -203,7 +208,7 @@ class Rig {
     a.dest_qp_num = peer_qpn;
     a.rq_psn = rq_psn;
     a.max_dest_rd_atomic = 1;
-    a.min_rnr_timer = 12;
+    a.min_rnr_timer = min_rnr_timer;
     a.ah_attr.is_global = true;
     a.ah_attr.dgid = peer.gid;
     a.ah_attr.sgid_index = static_cast<uint8_t>(env_.gid_index(i));
@@ -219,7 +224,7 @@ class Rig {
     a.sq_psn = sq_psn;
     a.timeout = timeout;
     a.retry_cnt = retry;
-    a.rnr_retry = 7;
+    a.rnr_retry = rnr_retry;
     a.max_rd_atomic = 1;
     return side_[i].v->ModifyQp(qp, a,
                                 hal::kQpState | hal::kQpSqPsn | hal::kQpMaxQpRdAtomic |
@@ -271,6 +276,26 @@ class Rig {
   }
   hal::SendWr Write(uint64_t id, uint64_t off, uint32_t len, bool sig = true) {
     return Wr(hal::Opcode::kRdmaWrite, id, off, len, sig);
+  }
+
+  // A SEND of side A's buf [off, off + len) (receive-side cases).
+  hal::SendWr Send(uint64_t wr_id, uint64_t off, uint32_t len) {
+    hal::SendWr w = Wr(hal::Opcode::kSend, wr_id, off, len);
+    w.remote_addr = 0;
+    w.rkey = 0;
+    return w;
+  }
+  // Posts one receive WR on side i's QP over its buf [off, off + len)
+  // (len 0: a WR with no SGE).
+  absl::Status PostRecv(int i, hal::QpHandle qp, uint64_t wr_id, uint64_t off, uint32_t len) {
+    Side& s = side_[i];
+    hal::RecvWr w;
+    w.wr_id = wr_id;
+    if (len > 0) {
+      w.num_sge = 1;
+      w.sg_list[0] = hal::Sge{reinterpret_cast<uint64_t>(s.buf.data()) + off, len, s.mr.lkey};
+    }
+    return s.v->PostRecv(qp, {&w, 1}).status;
   }
 
   std::vector<hal::WorkCompletion> PollN(int i, size_t n, uint64_t budget_ns) {

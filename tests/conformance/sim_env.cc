@@ -26,6 +26,8 @@ class SimEnv final : public Env {
     traits_.error_opcode_zero = profile == sim::RnicProfile::kRxe;
     traits_.retry_cnt7_infinite = profile == sim::RnicProfile::kRxe;
     traits_.mw_checks_range = profile == sim::RnicProfile::kMlx5;  // rxe: the MR's range only
+    traits_.send_too_long_qp_op_err = profile == sim::RnicProfile::kRxe;
+    traits_.recv_posted_in_err_flushes = profile == sim::RnicProfile::kMlx5;
     traits_.qpn_reuse_prompt = true;
     traits_.can_lose_acks = true;
     traits_.poll_step_ns = 2'000;

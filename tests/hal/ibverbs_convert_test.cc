@@ -19,7 +19,8 @@ TEST(IbverbsConvertTest, WcStatusAndOpcode) {
   EXPECT_EQ(ToOpcode(IBV_WC_RDMA_WRITE), Opcode::kRdmaWrite);
   EXPECT_EQ(ToOpcode(IBV_WC_RDMA_READ), Opcode::kRdmaRead);
   EXPECT_EQ(ToOpcode(IBV_WC_SEND), Opcode::kSend);
-  EXPECT_EQ(ToOpcode(IBV_WC_RECV_RDMA_WITH_IMM), Opcode::kRdmaWriteWithImm);
+  EXPECT_EQ(ToOpcode(IBV_WC_RECV_RDMA_WITH_IMM), Opcode::kRecvRdmaWithImm);
+  EXPECT_EQ(ToOpcode(IBV_WC_RECV), Opcode::kRecv);
   EXPECT_EQ(ToOpcode(IBV_WC_BIND_MW), Opcode::kBindMw);
   EXPECT_EQ(ToOpcode(IBV_WC_LOCAL_INV), Opcode::kLocalInv);
 
@@ -35,6 +36,42 @@ TEST(IbverbsConvertTest, WcStatusAndOpcode) {
   EXPECT_EQ(out.status, WcStatus::kWrFlushErr);
   EXPECT_EQ(out.vendor_err, 0x81u);
   EXPECT_EQ(out.qp_num, 0x1234u);
+  EXPECT_EQ(out.wc_flags, 0u);
+
+  // A receive with immediate: the flag, and imm_data from network order.
+  ibv_wc rx{};
+  rx.status = IBV_WC_SUCCESS;
+  rx.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
+  rx.wc_flags = IBV_WC_WITH_IMM;
+  rx.imm_data = htonl(0xdeadbeef);
+  rx.byte_len = 2500;
+  rx.src_qp = 0x77;
+  const WorkCompletion r = ToWorkCompletion(rx);
+  EXPECT_EQ(r.opcode, Opcode::kRecvRdmaWithImm);
+  EXPECT_EQ(r.wc_flags, uint32_t{kWcWithImm});
+  EXPECT_EQ(r.imm_data, 0xdeadbeefu);
+  EXPECT_EQ(r.byte_len, 2500u);
+  EXPECT_EQ(r.src_qp, 0x77u);
+}
+
+TEST(IbverbsConvertTest, RecvWr) {
+  RecvWr in;
+  in.wr_id = 9;
+  in.num_sge = 2;
+  in.sg_list[0] = Sge{0x1000, 64, 7};
+  in.sg_list[1] = Sge{0x2000, 32, 8};
+  ibv_recv_wr wr;
+  ibv_sge sges[kMaxSgeInline];
+  ASSERT_TRUE(ToIbvRecvWr(in, &wr, sges).ok());
+  EXPECT_EQ(wr.wr_id, 9u);
+  EXPECT_EQ(wr.num_sge, 2);
+  EXPECT_EQ(wr.sg_list[1].addr, 0x2000u);
+  EXPECT_EQ(wr.next, nullptr);
+  in.num_sge = 0;
+  ASSERT_TRUE(ToIbvRecvWr(in, &wr, sges).ok());
+  EXPECT_EQ(wr.sg_list, nullptr);
+  in.num_sge = kMaxSgeInline + 1;
+  EXPECT_EQ(ToIbvRecvWr(in, &wr, sges).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(IbverbsConvertTest, StatesMtusPorts) {

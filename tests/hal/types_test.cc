@@ -30,7 +30,9 @@ TEST(TypesTest, QpStateNames) {
 }
 
 TEST(TypesTest, OpcodeNames) {
-  ExpectDistinctNames<Opcode>(6, OpcodeName);
+  ExpectDistinctNames<Opcode>(8, OpcodeName);
+  EXPECT_EQ(OpcodeName(Opcode::kRecv), "RECV");
+  EXPECT_EQ(OpcodeName(Opcode::kRecvRdmaWithImm), "RECV_RDMA_WITH_IMM");
   EXPECT_EQ(OpcodeName(Opcode::kBindMw), "BIND_MW");
   EXPECT_EQ(OpcodeName(Opcode::kLocalInv), "LOCAL_INV");
   EXPECT_EQ(OpcodeName(Opcode::kRdmaRead), "RDMA_READ");
