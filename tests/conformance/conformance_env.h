@@ -46,6 +46,12 @@ struct Traits {
   // once (mlx5); rxe's user-space post only writes the ring, and the WR
   // waits for the next modify to ERR.
   bool recv_posted_in_err_flushes = true;
+  // rxe's receive ring holds 2^k - 1 WRs (rdma-core rxe_queue), which
+  // ibv_query_qp reports; mlx5 rounds to 2^k.
+  bool recv_ring_2k_minus_1 = false;
+  // The least wait after an RNR NAK: rxe waits whole jiffies, at least
+  // one (4 ms at HZ=250); elsewhere the responder's timer (code 1: 10 us).
+  uint64_t rnr_wait_floor_ns = 10'000;
   uint64_t poll_step_ns = 100'000;  // how much time one idle poll lets pass
   uint64_t timing_slack_ns = 0;     // extra allowed on timing assertions
 };

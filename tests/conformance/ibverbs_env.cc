@@ -73,6 +73,8 @@ class IbverbsEnv final : public Env {
     env->traits_.mw_checks_range = !rxe;             // measured on rxe, kernel 6.1 (docs/hal.md)
     env->traits_.send_too_long_qp_op_err = rxe;      // rxe_resp.c check_length (docs/hal.md)
     env->traits_.recv_posted_in_err_flushes = !rxe;  // rxe: user-space post, no flush
+    env->traits_.recv_ring_2k_minus_1 = rxe;
+    env->traits_.rnr_wait_floor_ns = rxe ? 4'000'000 : 10'000;  // rxe: jiffies (HZ=250)
     env->traits_.poll_step_ns = 1'000'000;
     env->traits_.timing_slack_ns = 5'000'000'000;  // TCG VMs are slow
     return env;

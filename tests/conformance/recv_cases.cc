@@ -92,10 +92,13 @@ TEST_P(Conformance, RnrRetryExhausted) {
   auto p = rig.Connect();
   ASSERT_TRUE(p.ok()) << p.status();
   hal::SendWr s = rig.Send(3, 0, 64);
+  const uint64_t t0 = env().NowNs();
   ASSERT_TRUE(rig.a().v->PostSend(p->a.qp, {&s, 1}).status.ok());
   auto wcs = rig.PollN(0, 1, 5 * kSecond);
   ASSERT_EQ(wcs.size(), 1u) << "no RNR_RETRY_EXC_ERR: the SEND never completed";
   EXPECT_EQ(wcs[0].status, WcStatus::kRnrRetryExcErr);
+  // Two waits (rnr_retry 2) of at least the device's floor came first.
+  EXPECT_GE(env().NowNs() - t0, 2 * env().traits().rnr_wait_floor_ns);
   EXPECT_EQ(StateOf(rig.a(), p->a.qp), QpState::kErr);
   EXPECT_EQ(StateOf(rig.b(), p->b.qp), QpState::kRts);
   EXPECT_TRUE(rig.PollN(1, 1, 10'000'000).empty()) << "the responder completed something";
@@ -198,6 +201,11 @@ TEST_P(Conformance, RecvQueueDepthAndReset) {
   auto attr = rig.b().v->QueryQp(q.qp);
   ASSERT_TRUE(attr.ok()) << attr.status();
   const uint32_t depth = attr->cap.max_recv_wr;  // the device's rounding of 4
+  if (env().traits().recv_ring_2k_minus_1) {
+    EXPECT_EQ(depth, 7u) << "rxe's ring for 4 receive WRs";
+  } else {
+    EXPECT_EQ(depth, 4u) << "a power of two";
+  }
   ASSERT_GE(depth, 4u);
   ASSERT_LE(depth, 64u);
   for (uint32_t i = 0; i < depth; ++i) {

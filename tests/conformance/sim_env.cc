@@ -28,6 +28,8 @@ class SimEnv final : public Env {
     traits_.mw_checks_range = profile == sim::RnicProfile::kMlx5;  // rxe: the MR's range only
     traits_.send_too_long_qp_op_err = profile == sim::RnicProfile::kRxe;
     traits_.recv_posted_in_err_flushes = profile == sim::RnicProfile::kMlx5;
+    traits_.recv_ring_2k_minus_1 = profile == sim::RnicProfile::kRxe;
+    traits_.rnr_wait_floor_ns = profile == sim::RnicProfile::kRxe ? 4'000'000 : 10'000;
     traits_.qpn_reuse_prompt = true;
     traits_.can_lose_acks = true;
     traits_.poll_step_ns = 2'000;
