@@ -103,6 +103,22 @@ static_assert(sizeof(Gid::raw) == sizeof(ibv_gid::raw));
 
 uint32_t NonNeg(int v) { return v < 0 ? 0u : static_cast<uint32_t>(v); }
 
+// The id and scatter/gather list of a send or receive WR (num_sge already
+// checked against kMaxSgeInline); wr->next is left null.
+template <typename IbvWr>
+void FillSges(uint64_t wr_id, const std::array<Sge, kMaxSgeInline>& in, uint32_t num_sge, IbvWr* wr,
+              ibv_sge* sges) {
+  for (uint32_t i = 0; i < num_sge; ++i) {
+    sges[i].addr = in[i].addr;
+    sges[i].length = in[i].length;
+    sges[i].lkey = in[i].lkey;
+  }
+  wr->wr_id = wr_id;
+  wr->next = nullptr;
+  wr->sg_list = num_sge > 0 ? sges : nullptr;
+  wr->num_sge = static_cast<int>(num_sge);
+}
+
 }  // namespace
 
 WcStatus ToWcStatus(int ibv_status) {
@@ -419,15 +435,7 @@ absl::Status ToIbvSendWr(const SendWr& in, ibv_send_wr* wr, ibv_sge* sges, ibv_m
                                                       in.wr_id, in.send_flags & ~kAllSendFlags));
   }
   *wr = ibv_send_wr{};
-  for (uint32_t i = 0; i < in.num_sge; ++i) {
-    sges[i].addr = in.sg_list[i].addr;
-    sges[i].length = in.sg_list[i].length;
-    sges[i].lkey = in.sg_list[i].lkey;
-  }
-  wr->wr_id = in.wr_id;
-  wr->next = nullptr;
-  wr->sg_list = in.num_sge > 0 ? sges : nullptr;
-  wr->num_sge = static_cast<int>(in.num_sge);
+  FillSges(in.wr_id, in.sg_list, in.num_sge, wr, sges);
   wr->send_flags = in.send_flags;
   switch (in.opcode) {
     case Opcode::kRdmaWrite:
@@ -467,15 +475,7 @@ absl::Status ToIbvRecvWr(const RecvWr& in, ibv_recv_wr* wr, ibv_sge* sges) {
         absl::StrFormat("recv WR %d: num_sge %d > %d", in.wr_id, in.num_sge, kMaxSgeInline));
   }
   *wr = ibv_recv_wr{};
-  for (uint32_t i = 0; i < in.num_sge; ++i) {
-    sges[i].addr = in.sg_list[i].addr;
-    sges[i].length = in.sg_list[i].length;
-    sges[i].lkey = in.sg_list[i].lkey;
-  }
-  wr->wr_id = in.wr_id;
-  wr->next = nullptr;
-  wr->sg_list = in.num_sge > 0 ? sges : nullptr;
-  wr->num_sge = static_cast<int>(in.num_sge);
+  FillSges(in.wr_id, in.sg_list, in.num_sge, wr, sges);
   return absl::OkStatus();
 }
 

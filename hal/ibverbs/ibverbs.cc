@@ -602,23 +602,27 @@ absl::Status IbverbsVerbs::DestroyQp(QpHandle handle) {
   return absl::OkStatus();
 }
 
-PostResult IbverbsVerbs::PostSend(QpHandle handle, absl::Span<const SendWr> chain) {
-  absl::StatusOr<QpEntry> q = Lookup(&IbverbsVerbs::qps_, "QP", handle.id);
-  if (!q.ok()) return PostResult{q.status(), 0};
+namespace {
+
+// Posts `chain` to the provider in batches of kPostBatch WRs of type IbvWr
+// (ibv_send_wr or ibv_recv_wr), converting each with `convert(in, wr,
+// sges)` and posting a linked batch with `post(first, &bad_wr)`. A batch is
+// posted only when every earlier one was, so "WRs before the first bad one
+// are posted, the rest are not" holds across batches. `call` names the
+// verbs call in errors.
+template <typename IbvWr, typename In, typename Convert, typename Post>
+PostResult PostInBatches(absl::Span<const In> chain, const char* call, Convert convert, Post post) {
   if (chain.size() > UINT32_MAX) {
-    return PostResult{absl::InvalidArgumentError("ibv_post_send: chain too long"), 0};
+    return PostResult{absl::InvalidArgumentError(absl::StrFormat("%s: chain too long", call)), 0};
   }
-  ibv_send_wr wrs[kPostBatch];
+  IbvWr wrs[kPostBatch];
   ibv_sge sges[kPostBatch][kMaxSgeInline];
-  // The chain goes to the provider in batches of kPostBatch; a batch is
-  // posted only when every earlier one was, so "WRs before the first bad one
-  // are posted, the rest are not" holds across batches.
   for (size_t base = 0; base < chain.size(); base += kPostBatch) {
     const size_t n = std::min(kPostBatch, chain.size() - base);
     size_t valid = n;
     absl::Status invalid;
     for (size_t i = 0; i < n; ++i) {
-      invalid = ConvertSendWr(chain[base + i], &wrs[i], sges[i]);
+      invalid = convert(chain[base + i], &wrs[i], sges[i]);
       if (!invalid.ok()) {
         valid = i;
         break;
@@ -627,70 +631,49 @@ PostResult IbverbsVerbs::PostSend(QpHandle handle, absl::Span<const SendWr> chai
     }
     if (valid > 0) {
       wrs[valid - 1].next = nullptr;
-      ibv_send_wr* bad_wr = nullptr;
-      if (const int ret = ibv_post_send(q->qp, wrs, &bad_wr); ret != 0) {
-        // bad_wr points into the posted chain, or is null where a provider
-        // refused the call before it looked at a WR (as rxe's post_recv
-        // does in RESET): then nothing of this batch was posted.
+      IbvWr* bad_wr = nullptr;
+      if (const int ret = post(wrs, &bad_wr); ret != 0) {
+        // bad_wr points into the posted batch, or is null where the
+        // provider refused the call before it looked at a WR (rxe's
+        // post_recv in RESET, measured in the Soft-RoCE VM): then nothing
+        // of this batch was posted.
         FERRY_CHECK(bad_wr == nullptr || (bad_wr >= wrs && bad_wr < wrs + valid));
         const auto idx = static_cast<uint32_t>(
             base + (bad_wr == nullptr ? 0 : static_cast<size_t>(bad_wr - wrs)));
-        return PostResult{ErrnoToStatus("ibv_post_send", RetErrno(ret)), idx};
+        return PostResult{ErrnoToStatus(call, RetErrno(ret)), idx};
       }
     }
     if (!invalid.ok()) {
-      return PostResult{
-          absl::InvalidArgumentError(absl::StrFormat("ibv_post_send: WR %d of the chain: %s",
-                                                     base + valid, invalid.message())),
-          static_cast<uint32_t>(base + valid)};
+      return PostResult{absl::InvalidArgumentError(absl::StrFormat(
+                            "%s: WR %d of the chain: %s", call, base + valid, invalid.message())),
+                        static_cast<uint32_t>(base + valid)};
     }
   }
   return PostResult{absl::OkStatus(), static_cast<uint32_t>(chain.size())};
 }
 
+}  // namespace
+
+PostResult IbverbsVerbs::PostSend(QpHandle handle, absl::Span<const SendWr> chain) {
+  absl::StatusOr<QpEntry> q = Lookup(&IbverbsVerbs::qps_, "QP", handle.id);
+  if (!q.ok()) return PostResult{q.status(), 0};
+  return PostInBatches<ibv_send_wr>(
+      chain, "ibv_post_send",
+      [this](const SendWr& in, ibv_send_wr* wr, ibv_sge* sges) {
+        return ConvertSendWr(in, wr, sges);
+      },
+      [qp = q->qp](ibv_send_wr* first, ibv_send_wr** bad) {
+        return ibv_post_send(qp, first, bad);
+      });
+}
+
 PostResult IbverbsVerbs::PostRecv(QpHandle handle, absl::Span<const RecvWr> chain) {
   absl::StatusOr<QpEntry> q = Lookup(&IbverbsVerbs::qps_, "QP", handle.id);
   if (!q.ok()) return PostResult{q.status(), 0};
-  if (chain.size() > UINT32_MAX) {
-    return PostResult{absl::InvalidArgumentError("ibv_post_recv: chain too long"), 0};
-  }
-  ibv_recv_wr wrs[kPostBatch];
-  ibv_sge sges[kPostBatch][kMaxSgeInline];
-  // As PostSend: batches of kPostBatch, each posted only after every
-  // earlier one was.
-  for (size_t base = 0; base < chain.size(); base += kPostBatch) {
-    const size_t n = std::min(kPostBatch, chain.size() - base);
-    size_t valid = n;
-    absl::Status invalid;
-    for (size_t i = 0; i < n; ++i) {
-      invalid = ibverbs::ToIbvRecvWr(chain[base + i], &wrs[i], sges[i]);
-      if (!invalid.ok()) {
-        valid = i;
-        break;
-      }
-      if (i > 0) wrs[i - 1].next = &wrs[i];
-    }
-    if (valid > 0) {
-      wrs[valid - 1].next = nullptr;
-      ibv_recv_wr* bad_wr = nullptr;
-      if (const int ret = ibv_post_recv(q->qp, wrs, &bad_wr); ret != 0) {
-        // rxe refuses a post in RESET before it looks at a WR and leaves
-        // bad_wr null (providers/rxe rxe_post_recv; measured in the
-        // Soft-RoCE VM): nothing of this batch was posted.
-        FERRY_CHECK(bad_wr == nullptr || (bad_wr >= wrs && bad_wr < wrs + valid));
-        const auto idx = static_cast<uint32_t>(
-            base + (bad_wr == nullptr ? 0 : static_cast<size_t>(bad_wr - wrs)));
-        return PostResult{ErrnoToStatus("ibv_post_recv", RetErrno(ret)), idx};
-      }
-    }
-    if (!invalid.ok()) {
-      return PostResult{
-          absl::InvalidArgumentError(absl::StrFormat("ibv_post_recv: WR %d of the chain: %s",
-                                                     base + valid, invalid.message())),
-          static_cast<uint32_t>(base + valid)};
-    }
-  }
-  return PostResult{absl::OkStatus(), static_cast<uint32_t>(chain.size())};
+  return PostInBatches<ibv_recv_wr>(chain, "ibv_post_recv", ibverbs::ToIbvRecvWr,
+                                    [qp = q->qp](ibv_recv_wr* first, ibv_recv_wr** bad) {
+                                      return ibv_post_recv(qp, first, bad);
+                                    });
 }
 
 // ------------------------------------------------------------------ async events
