@@ -40,6 +40,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/base/attributes.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -690,7 +691,10 @@ class Fabric final : public Actor {
     bool completed;
     bool dup;
   };
-  void ExecuteReq(const ReqPacket& p);
+  // The packet path's helpers are forced inline: the fabric is one unity
+  // translation unit (sim/rnic/meson.build), and as calls they cost about 5 %
+  // of the engine-overhead benchmark's instructions (docs/operations.md).
+  ABSL_ATTRIBUTE_ALWAYS_INLINE inline void ExecuteReq(const ReqPacket& p);
   void DropReq(Qp& requester);
   // The WR of requester `rq` that sent the packet (low 32 bits of its
   // sequence, its virtual PSN), or nullptr when none in the ring window.
@@ -730,10 +734,10 @@ class Fabric final : public Actor {
 
   // The bytes of a request packet: from the requester's memory, or saved
   // at its WR's completion; false when nothing can be sent.
-  bool FetchPayload(const ReqPacket& p, uint8_t* dst);
+  ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool FetchPayload(const ReqPacket& p, uint8_t* dst);
   // ACKs an executed payload packet at the last packet of its WR (with
   // coalescing while more of the requester's packets are on the wire).
-  void AckExecuted(const ReqPacket& p);
+  ABSL_ATTRIBUTE_ALWAYS_INLINE inline void AckExecuted(const ReqPacket& p);
   void OnResp(const Event& e);
   void OnReadResp(uint32_t qi, Qp& q, uint64_t vpsn);
   // The send-queue sequence of the WR holding virtual PSN vpsn (done_seq
@@ -778,7 +782,7 @@ class Fabric final : public Actor {
   void FillErrorCqe(Cqe& c);
   // Sends a built CQE (send or receive) through q's completion FIFO: a
   // seeded CQE jitter, a late CQE, per-QP order.
-  void QueueCqe(uint32_t qi, Qp& q, const Cqe& c, bool flush);
+  ABSL_ATTRIBUTE_ALWAYS_INLINE inline void QueueCqe(uint32_t qi, Qp& q, const Cqe& c, bool flush);
   void DeliverPending(uint32_t qi);
   void WriteCqe(uint32_t qi, const Cqe& cqe, bool flush);
   void Overrun(uint32_t ci);

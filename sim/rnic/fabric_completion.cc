@@ -320,7 +320,7 @@ void Fabric::FillErrorCqe(Cqe& c) {
   }
 }
 
-void Fabric::QueueCqe(uint32_t qi, Qp& q, const Cqe& c, bool flush) {
+inline void Fabric::QueueCqe(uint32_t qi, Qp& q, const Cqe& c, bool flush) {
   uint64_t delay = 0;
   if (config_.cqe_jitter_ns != 0) delay = prng_.Below(config_.cqe_jitter_ns + 1);
   if (q.script_late > 0) {

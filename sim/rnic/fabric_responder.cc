@@ -70,7 +70,7 @@ void Fabric::OnReq(const Event& e) {
 
 // A gated packet: a duplicate is re-acknowledged; otherwise the access
 // check and the opcode's execution.
-void Fabric::ExecuteReq(const ReqPacket& p) {
+inline void Fabric::ExecuteReq(const ReqPacket& p) {
   const Event& e = p.e;
   Qp& rq = p.rq;
   const Wr& wr = p.wr;
@@ -136,7 +136,7 @@ const Fabric::Wr* Fabric::FindPacketWr(const Qp& rq, uint32_t seq_lo, uint64_t v
   return nullptr;
 }
 
-bool Fabric::FetchPayload(const ReqPacket& p, uint8_t* dst) {
+inline bool Fabric::FetchPayload(const ReqPacket& p, uint8_t* dst) {
   if (p.completed) {
     if (p.off + p.len > p.wr.sent_payload.size()) {  // not sent before completion
       DropReq(p.rq);
@@ -169,7 +169,7 @@ bool Fabric::ExecuteWrite(const ReqPacket& p, const Mr& m) {
   return true;
 }
 
-void Fabric::AckExecuted(const ReqPacket& p) {
+inline void Fabric::AckExecuted(const ReqPacket& p) {
   const Event& e = p.e;
   const Wr& wr = p.wr;
   Qp& r = p.r;
