@@ -7,7 +7,8 @@
 // ends when a receive WR is posted; receive WRs flushed at ERR, in post
 // order; the receive queue's depth; post_recv in RESET; a SEND longer
 // than its receive WR; a duplicate SEND consumes nothing (sim only: it
-// needs ACK loss). Each failure message names the rule it breaks.
+// needs ACK loss); receive completions overrunning the CQ. Each failure
+// message names the rule it breaks.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -235,6 +236,35 @@ TEST_P(Conformance, SendLongerThanRecvWr) {
   EXPECT_EQ(sent[0].status, qp_op ? WcStatus::kRemOpErr : WcStatus::kRemInvReqErr)
       << "a SEND longer than its receive WR completed: " << hal::WcStatusName(sent[0].status);
   EXPECT_EQ(StateOf(rig.b(), p->b.qp), QpState::kErr);
+}
+
+// More receive completions than the responder's CQ holds: an overrun, as
+// for send completions (CqOverrunIsReported): the receive side needs CQ
+// room for every posted receive WR, which is why the engine will count
+// them in its CQ quota (docs/design.md 10.1).
+TEST_P(Conformance, RecvCqOverrunIsReported) {
+  Rig rig(env(), /*cqe=*/4);
+  ASSERT_TRUE(rig.ok());
+  const uint32_t cap = rig.b().cqe;
+  rig.recv_depth = 64;
+  auto p = rig.Connect(64);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_LE(cap + 2, 32u);
+  for (uint64_t i = 0; i < cap + 2; ++i) {
+    ASSERT_TRUE(rig.PostRecv(1, p->b.qp, 960 + i, kRecvOff + 64 * i, 64).ok());
+  }
+  std::vector<hal::SendWr> chain;
+  for (uint64_t i = 0; i < cap + 2; ++i) chain.push_back(rig.Send(i, 8 * i, 8));
+  ASSERT_TRUE(rig.a().v->PostSend(p->a.qp, chain).status.ok());
+  env().Wait(env().traits().sim ? 10'000'000 : 2 * kSecond);
+  hal::WorkCompletion wc[64];
+  auto got = rig.b().v->PollCq(rig.b().cq, absl::MakeSpan(wc, 64));
+  const bool poll_failed = !got.ok();
+  auto events = rig.DrainAsync(1);
+  const bool cq_err = std::count(events.begin(), events.end(), hal::AsyncEventType::kCqErr) > 0;
+  EXPECT_TRUE(poll_failed || cq_err)
+      << "a receive CQ overrun went unreported (" << (got.ok() ? *got : 0) << " polled, capacity "
+      << cap << ")";
 }
 
 // A SEND whose ACK is lost is resent; the responder acknowledges the
