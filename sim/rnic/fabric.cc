@@ -113,6 +113,7 @@ Fabric::Fabric(FabricConfig config, Prng prng, VirtualClock* clock, Trace* trace
       limits_(config_.limits.value_or(ProfileLimits(config_.profile))),
       prng_(prng),
       stall_prng_(config_.stall.seed),
+      recv_prng_(config_.recv.seed),
       clock_(clock),
       trace_(trace) {
   FERRY_CHECK(clock_ != nullptr);
@@ -124,6 +125,7 @@ Fabric::Fabric(FabricConfig config, Prng prng, VirtualClock* clock, Trace* trace
   // determinism check sees it (docs/design.md section 7).
   if (trace_ != nullptr) prng_.AttachTrace(trace_, kTraceStream);
   if (trace_ != nullptr) stall_prng_.AttachTrace(trace_, kStallTraceStream);
+  if (trace_ != nullptr) recv_prng_.AttachTrace(trace_, kRecvTraceStream);
   hosts_.resize(config_.hosts);
   for (uint32_t h = 0; h < config_.hosts; ++h) {
     for (uint32_t d = 0; d < config_.devices_per_host; ++d) {
@@ -169,6 +171,7 @@ std::string Fabric::Describe() const {
       config_.cqe_jitter_ns);
   absl::StrAppend(&out, config_.plan.ToString());
   if (config_.stall.AnyEnabled()) absl::StrAppend(&out, config_.stall.ToString());
+  if (config_.recv.AnyEnabled()) absl::StrAppend(&out, config_.recv.ToString());
   if (!config_.script.empty()) {
     absl::StrAppend(&out, "fault script:\n");
     for (const auto& f : config_.script) absl::StrAppend(&out, "  ", f.ToString(), "\n");
@@ -373,6 +376,7 @@ void Fabric::StopSeededFaults() {
   // The stall kinds end too; a hang or a hold already started runs its
   // course (its end is an event already queued).
   config_.stall.hung_recover = config_.stall.err_hold = config_.stall.dup_cqe = kNever;
+  config_.recv.drop = config_.recv.rnr_storm = kNever;  // a storm under way ends on its time
   if (trace_ != nullptr) trace_->Event("rnic.stop_seeded_faults");
 }
 

@@ -85,6 +85,7 @@ struct FabricConfig {
   // Faults.
   FaultPlan plan;
   StallPlan stall;  // the stall kinds (fabric_stall.cc); off by default
+  RecvPlan recv;    // the receive-side kinds (fabric_recv.cc); off by default
   std::vector<ScriptedFault> script;
   uint64_t fault_tick_ns = 1'000'000;
   uint64_t link_down_ns = 5'000'000;
@@ -292,6 +293,7 @@ class Fabric final : public Actor {
   static constexpr uint32_t kNone = 0xffffffffu;
   static constexpr uint32_t kTraceStream = 0x524e4943;       // "RNIC"
   static constexpr uint32_t kStallTraceStream = 0x53544c4c;  // "STLL"
+  static constexpr uint32_t kRecvTraceStream = 0x52435653;   // "RCVS"
   // Size of every port's GID table (entries 0-3 hold data, like rxe's
   // first four for one link-local and one IPv4 address; the rest empty).
   static constexpr uint32_t kGidTableLen = 8;
@@ -711,8 +713,11 @@ class Fabric final : public Actor {
   // the PSN and state gate; `m` the MR the WRITE's rkey reaches).
   void ExecuteSend(const ReqPacket& p);
   void ExecuteWriteImm(const ReqPacket& p, const Mr& m);
-  // Whether the responder has a receive WR for a new message (no RNR storm).
-  bool RecvReady(const Qp& r) const;
+  // Whether the responder has a receive WR for a new message (no RNR
+  // storm). A seeded rnr_storm may start here (RecvPlan).
+  bool RecvReady(Qp& r);
+  // A seeded recv_drop of an incoming SEND / WRITE_WITH_IMM packet.
+  bool SeededRecvDrop();
   void SendRnrNak(const ReqPacket& p);
   // The requester got an RNR NAK for virtual PSN vpsn carrying timer code
   // `timer` (IBA's 5-bit min_rnr_timer encoding).
@@ -849,6 +854,7 @@ class Fabric final : public Actor {
   hal::DeviceAttr limits_;
   Prng prng_;
   Prng stall_prng_;  // the stall kinds' stream (config_.stall.seed)
+  Prng recv_prng_;   // the receive-side kinds' stream (config_.recv.seed)
   uint64_t stall_tokens_ = 0;
   std::map<uint64_t, Cqe> dup_cqes_;   // by token: copies not yet delivered
   std::vector<uint8_t> recv_scratch_;  // one SEND packet's payload (amortised)

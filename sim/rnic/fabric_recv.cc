@@ -95,9 +95,22 @@ hal::PostResult Fabric::VerbPostRecv(uint32_t host, hal::QpHandle qph,
 
 // ------------------------------------------------------------------ responder
 
-bool Fabric::RecvReady(const Qp& r) const {
-  if (r.rnr_storm_until_ns > clock_->NowNs()) return false;
+bool Fabric::RecvReady(Qp& r) {
+  const uint64_t now = clock_->NowNs();
+  if (r.rnr_storm_until_ns > now) return false;
+  const RecvPlan& plan = config_.recv;
+  if (plan.rnr_storm.num != 0 && recv_prng_.Chance(plan.rnr_storm)) {
+    CountFault(FaultKind::kRnrStorm);
+    r.rnr_storm_until_ns = now + recv_prng_.Range(1, std::max<uint64_t>(1, plan.rnr_storm_ns_max));
+    return false;
+  }
   return r.rq_done_seq < r.rq_post_seq;
+}
+
+bool Fabric::SeededRecvDrop() {
+  if (config_.recv.drop.num == 0 || !recv_prng_.Chance(config_.recv.drop)) return false;
+  CountFault(FaultKind::kRecvDrop);
+  return true;
 }
 
 void Fabric::SendRnrNak(const ReqPacket& p) {

@@ -162,6 +162,40 @@ std::string StallPlan::ToString() const {
   return out;
 }
 
+RecvPlan RecvPlan::Draw(Prng& prng) {
+  RecvPlan r;
+  constexpr std::array<uint64_t, 3> kDropDen = {20, 100, 1000};
+  constexpr std::array<uint64_t, 3> kStormDen = {5, 50, 500};
+  constexpr std::array<uint64_t, 3> kStormNs = {100'000, 2'000'000, 20'000'000};
+  // Five draws, always, in this order.
+  const bool drop_on = prng.Below(2) == 1;
+  const uint64_t drop_den = kDropDen[prng.Below(3)];
+  const bool storm_on = prng.Below(2) == 1;
+  const uint64_t storm_den = kStormDen[prng.Below(3)];
+  const uint64_t storm_max = kStormNs[prng.Below(3)];
+  if (drop_on) r.drop = Ratio{1, drop_den};
+  if (storm_on) r.rnr_storm = Ratio{1, storm_den}, r.rnr_storm_ns_max = storm_max;
+  r.seed = prng.Next();
+  return r;
+}
+
+std::string RecvPlan::ToString() const {
+  if (!AnyEnabled()) return "recv plan: off\n";
+  std::string out = "recv plan:\n";
+  if (drop.num == 0) {
+    absl::StrAppend(&out, "  recv_drop off\n");
+  } else {
+    absl::StrAppend(&out, "  recv_drop ", drop.num, "/", drop.den, "\n");
+  }
+  if (rnr_storm.num == 0) {
+    absl::StrAppend(&out, "  rnr_storm off\n");
+  } else {
+    absl::StrAppend(&out, "  rnr_storm ", rnr_storm.num, "/", rnr_storm.den, " up to ",
+                    rnr_storm_ns_max, " ns\n");
+  }
+  return out;
+}
+
 namespace {
 
 absl::StatusOr<FaultTarget> ParseTarget(absl::string_view text) {

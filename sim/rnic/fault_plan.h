@@ -117,6 +117,26 @@ struct StallPlan {
   std::string ToString() const;
 };
 
+// The receive-side kinds' rates (fabric_recv.cc), seeded like the stall
+// kinds: drawn from a stream of their own and applied by the RNIC from a
+// stream of its own (seeded by `seed`), each chance drawn only when its rate
+// is not zero, so a run with the plan off is the run it was before the
+// kinds existed. They act only where receive WRs are consumed (SEND, WRITE
+// with immediate); a late receive CQE is the plan's late_cqe.
+struct RecvPlan {
+  Ratio drop = kNever;            // per incoming SEND / WRITE_WITH_IMM packet: lost on arrival
+  Ratio rnr_storm = kNever;       // per new message at a responder: a storm starts...
+  uint64_t rnr_storm_ns_max = 0;  // ...answering RNR for 1..this ns, receives posted or not
+  uint64_t seed = 0;              // the RNIC's receive-side stream
+
+  bool AnyEnabled() const { return drop.num != 0 || rnr_storm.num != 0; }
+  // Each kind on with probability 1/2, its rate (and the storm's length)
+  // from a menu. A fixed number of draws.
+  static RecvPlan Draw(Prng& prng);
+  // "recv plan: recv_drop 1/100, rnr_storm 1/50 up to 2000000 ns" ("off").
+  std::string ToString() const;
+};
+
 // What a scripted fault acts on.
 enum class TargetKind : uint8_t { kQp, kCq, kDevice, kHost };
 

@@ -4,7 +4,7 @@
 // precedes its bytes (checked after every event), posted receive WRs count
 // in the CQ's producible CQEs (the engine's receive quota), the RNR wait
 // honours the responder's timer on each profile, and the receive-side
-// fault kinds (rnr_storm, recv_drop).
+// fault kinds (rnr_storm, recv_drop), scripted and seeded (RecvPlan).
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -171,6 +171,69 @@ TEST_P(RnicRecv, RecvDropResentAndDeliveredOnce) {
   auto got = w.PollN(w.b(), 2, 10'000'000);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].wr_id, 6u);
+}
+
+// Seeded receive-side kinds (RecvPlan): with drops and storms on, 40
+// SENDs still land once each, in post order; the same seed replays the
+// same faults at the same times; a plan that is off draws nothing.
+struct SeededRun {
+  uint64_t drops = 0, storms = 0, end_ns = 0;
+  std::vector<uint64_t> delivered;
+};
+SeededRun RunSeeded(RnicProfile profile, const RecvPlan& plan) {
+  FabricConfig cfg = TestConfig(profile);
+  cfg.recv = plan;
+  World w(std::move(cfg), /*seed=*/5);
+  auto p = w.Connect(64, 8);
+  SeededRun out;
+  for (uint64_t i = 0; i < 40; ++i) {
+    FERRY_CHECK(PostRecv(w.b(), p.b.qp, 100 + i, kRecvOff + 64 * (i % 16), 64).ok());
+    hal::SendWr s = Send(w, i, 64 * (i % 16), 64);
+    FERRY_CHECK(w.a().v->PostSend(p.a.qp, {&s, 1}).status.ok());
+    auto sent = w.PollN(w.a(), 1);
+    FERRY_CHECK(sent.size() == 1 && sent[0].status == hal::WcStatus::kSuccess);
+    for (const hal::WorkCompletion& wc : w.PollN(w.b(), 1)) out.delivered.push_back(wc.wr_id);
+  }
+  out.drops = w.fabric().stats().faults[static_cast<size_t>(FaultKind::kRecvDrop)];
+  out.storms = w.fabric().stats().faults[static_cast<size_t>(FaultKind::kRnrStorm)];
+  out.end_ns = w.fabric().NowNs();
+  return out;
+}
+
+TEST_P(RnicRecv, SeededRecvKindsInjectDeliverOnceAndReplay) {
+  RecvPlan plan;
+  plan.drop = Ratio{1, 4};
+  plan.rnr_storm = Ratio{1, 5};
+  plan.rnr_storm_ns_max = 200'000;
+  plan.seed = 77;
+  const SeededRun a = RunSeeded(GetParam(), plan);
+  EXPECT_GT(a.drops, 0u);
+  EXPECT_GT(a.storms, 0u);
+  ASSERT_EQ(a.delivered.size(), 40u);
+  for (uint64_t i = 0; i < 40; ++i) EXPECT_EQ(a.delivered[i], 100 + i) << "post order, once";
+  const SeededRun b = RunSeeded(GetParam(), plan);
+  EXPECT_EQ(b.drops, a.drops);
+  EXPECT_EQ(b.storms, a.storms);
+  EXPECT_EQ(b.end_ns, a.end_ns);
+  const SeededRun off = RunSeeded(GetParam(), RecvPlan{});
+  EXPECT_EQ(off.drops + off.storms, 0u);
+  EXPECT_EQ(off.delivered.size(), 40u);
+  EXPECT_LT(off.end_ns, a.end_ns);
+}
+
+TEST(RecvPlanTest, DrawIsDeterministicAndPrintable) {
+  Prng p1(9), p2(9);
+  const RecvPlan a = RecvPlan::Draw(p1), b = RecvPlan::Draw(p2);
+  EXPECT_EQ(a.ToString(), b.ToString());
+  EXPECT_EQ(a.seed, b.seed);
+  EXPECT_EQ(RecvPlan{}.ToString(), "recv plan: off\n");
+  int on = 0;
+  for (uint64_t s = 0; s < 200; ++s) {
+    Prng p(s);
+    on += RecvPlan::Draw(p).drop.num != 0 ? 1 : 0;
+  }
+  EXPECT_GT(on, 60);  // about half
+  EXPECT_LT(on, 140);
 }
 
 INSTANTIATE_TEST_SUITE_P(Profiles, RnicRecv,
