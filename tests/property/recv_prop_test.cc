@@ -90,31 +90,10 @@ void Connect(Run& r, uint8_t rnr_retry) {
   FERRY_CHECK(World::ToInit(w.a(), r.p.a.qp).ok());
   FERRY_CHECK(World::ToInit(w.b(), r.p.b.qp).ok());
   FERRY_CHECK(w.ToRtr(w.a(), r.p.a.qp, w.b(), r.p.b.qp_num, 0x500).ok());
-  hal::QpAttr rts;
-  rts.qp_state = hal::QpState::kRts;
-  rts.sq_psn = 0x100;
-  rts.timeout = 8;
-  rts.retry_cnt = 6;  // rxe retries forever at 7: a lost NAK would leave A pending
-  rts.rnr_retry = rnr_retry;
-  FERRY_CHECK(w.a()
-                  .v
-                  ->ModifyQp(r.p.a.qp, rts,
-                             hal::kQpState | hal::kQpSqPsn | hal::kQpMaxQpRdAtomic |
-                                 hal::kQpRetryCnt | hal::kQpRnrRetry | hal::kQpTimeout)
-                  .ok());
-  hal::QpAttr rtr;
-  rtr.qp_state = hal::QpState::kRtr;
-  rtr.path_mtu = hal::Mtu::k1024;
-  rtr.dest_qp_num = r.p.a.qp_num;
-  rtr.rq_psn = 0x100;
-  rtr.min_rnr_timer = 1;
-  rtr.ah_attr.dgid = *w.a().v->QueryGid(w.a().ctx, 1, 0);
-  FERRY_CHECK(w.b()
-                  .v
-                  ->ModifyQp(r.p.b.qp, rtr,
-                             hal::kQpState | hal::kQpAv | hal::kQpPathMtu | hal::kQpDestQpn |
-                                 hal::kQpRqPsn | hal::kQpMaxDestRdAtomic | hal::kQpMinRnrTimer)
-                  .ok());
+  // retry_cnt 6: rxe retries forever at 7, and a lost NAK would leave A
+  // pending for good.
+  FERRY_CHECK(World::ToRts(w.a(), r.p.a.qp, 0x100, 8, 6, rnr_retry).ok());
+  FERRY_CHECK(w.ToRtr(w.b(), r.p.b.qp, w.a(), r.p.a.qp_num, 0x100, /*min_rnr_timer=*/1).ok());
   FERRY_CHECK(World::ToRts(w.b(), r.p.b.qp, 0x500, 8, 7).ok());
   r.depth = w.b().v->QueryQp(r.p.b.qp)->cap.max_recv_wr;
 }

@@ -33,36 +33,15 @@ hal::SendWr Send(World& w, uint64_t wr_id, uint64_t off, uint32_t len) {
   return s;
 }
 
-// Sets rnr_retry and min_rnr_timer on a connected pair (RTS -> RTS may
-// not change them; the world connects with rnr_retry 7, timer 12).
+// A connected pair with A's rnr_retry and B's min_rnr_timer (the world's
+// Connect uses 7 and 12).
 World::Pair ConnectRnr(World& w, uint8_t rnr_retry, uint8_t timer) {
   World::Pair p{w.MakeQp(w.a()), w.MakeQp(w.b())};
   FERRY_CHECK(World::ToInit(w.a(), p.a.qp).ok());
   FERRY_CHECK(World::ToInit(w.b(), p.b.qp).ok());
   FERRY_CHECK(w.ToRtr(w.a(), p.a.qp, w.b(), p.b.qp_num, 0x500).ok());
-  hal::QpAttr rts;
-  rts.qp_state = hal::QpState::kRts;
-  rts.sq_psn = 0x100;
-  rts.rnr_retry = rnr_retry;
-  FERRY_CHECK(w.a()
-                  .v
-                  ->ModifyQp(p.a.qp, rts,
-                             hal::kQpState | hal::kQpSqPsn | hal::kQpMaxQpRdAtomic |
-                                 hal::kQpRetryCnt | hal::kQpRnrRetry | hal::kQpTimeout)
-                  .ok());
-  hal::QpAttr rtr;
-  rtr.qp_state = hal::QpState::kRtr;
-  rtr.path_mtu = hal::Mtu::k1024;
-  rtr.dest_qp_num = p.a.qp_num;
-  rtr.rq_psn = 0x100;
-  rtr.min_rnr_timer = timer;
-  rtr.ah_attr.dgid = *w.a().v->QueryGid(w.a().ctx, 1, 0);
-  FERRY_CHECK(w.b()
-                  .v
-                  ->ModifyQp(p.b.qp, rtr,
-                             hal::kQpState | hal::kQpAv | hal::kQpPathMtu | hal::kQpDestQpn |
-                                 hal::kQpRqPsn | hal::kQpMaxDestRdAtomic | hal::kQpMinRnrTimer)
-                  .ok());
+  FERRY_CHECK(World::ToRts(w.a(), p.a.qp, 0x100, 14, 7, rnr_retry).ok());
+  FERRY_CHECK(w.ToRtr(w.b(), p.b.qp, w.a(), p.a.qp_num, 0x100, timer).ok());
   FERRY_CHECK(World::ToRts(w.b(), p.b.qp, 0x500).ok());
   return p;
 }

@@ -113,9 +113,10 @@ class World {
                          hal::kQpState | hal::kQpPkeyIndex | hal::kQpPort | hal::kQpAccessFlags);
   }
   absl::Status ToRtr(Side& s, hal::QpHandle qp, const Side& peer, uint32_t peer_qpn,
-                     uint32_t rq_psn) {
+                     uint32_t rq_psn, uint8_t min_rnr_timer = 12) {
     hal::QpAttr a;
     a.qp_state = hal::QpState::kRtr;
+    a.min_rnr_timer = min_rnr_timer;
     a.path_mtu = hal::Mtu::k1024;
     a.dest_qp_num = peer_qpn;
     a.rq_psn = rq_psn;
@@ -125,9 +126,10 @@ class World {
                              hal::kQpRqPsn | hal::kQpMaxDestRdAtomic | hal::kQpMinRnrTimer);
   }
   static absl::Status ToRts(Side& s, hal::QpHandle qp, uint32_t sq_psn, uint8_t timeout = 14,
-                            uint8_t retry = 7) {
+                            uint8_t retry = 7, uint8_t rnr_retry = 7) {
     hal::QpAttr a;
     a.qp_state = hal::QpState::kRts;
+    a.rnr_retry = rnr_retry;
     a.sq_psn = sq_psn;
     a.timeout = timeout;
     a.retry_cnt = retry;
