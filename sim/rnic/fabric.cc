@@ -840,8 +840,7 @@ bool Fabric::WriteMayLand(uint32_t host, uint64_t addr, uint64_t len) const {
     const uint64_t lo_seq = q.post_seq > q.sq.size() ? q.post_seq - q.sq.size() : 0;
     for (uint64_t seq = lo_seq; seq < q.post_seq; ++seq) {
       const Wr& w = q.sq[seq % q.sq.size()];
-      if (w.seq != seq || !CarriesPayload(w.wr.opcode) || w.wr.opcode == hal::Opcode::kSend)
-        continue;
+      if (w.seq != seq || !WritesRemote(w.wr.opcode)) continue;
       if (!(w.wr.remote_addr < hi && addr < w.wr.remote_addr + w.len)) continue;
       if (seq >= q.done_seq || !w.sent_payload.empty()) return true;
     }

@@ -716,8 +716,9 @@ class Fabric final : public Actor {
   // Whether the responder has a receive WR for a new message (no RNR
   // storm). A seeded rnr_storm may start here (RecvPlan).
   bool RecvReady(Qp& r);
-  // A seeded recv_drop of an incoming SEND / WRITE_WITH_IMM packet.
-  bool SeededRecvDrop();
+  // An incoming SEND / WRITE_WITH_IMM packet at responder r is lost on
+  // arrival: a scripted recv_drop first, else a seeded one (RecvPlan).
+  bool RecvDropped(Qp& r);
   void SendRnrNak(const ReqPacket& p);
   // The requester got an RNR NAK for virtual PSN vpsn carrying timer code
   // `timer` (IBA's 5-bit min_rnr_timer encoding).

@@ -48,6 +48,10 @@ inline bool CarriesPayload(hal::Opcode op) {
   return op == hal::Opcode::kRdmaWrite || op == hal::Opcode::kRdmaWriteWithImm ||
          op == hal::Opcode::kSend;
 }
+// A request that places bytes at an address of the responder's memory.
+inline bool WritesRemote(hal::Opcode op) {
+  return op == hal::Opcode::kRdmaWrite || op == hal::Opcode::kRdmaWriteWithImm;
+}
 // A request that consumes a receive WR at the responder (RNR when none).
 inline bool ConsumesRecv(hal::Opcode op) {
   return op == hal::Opcode::kSend || op == hal::Opcode::kRdmaWriteWithImm;

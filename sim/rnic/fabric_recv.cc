@@ -45,9 +45,9 @@ constexpr std::array<uint64_t, 32> kRnrTimerNs = {
     163'840'000, 245'760'000, 327'680'000, 491'520'000,
 };
 
-}  // namespace
-
 uint64_t RnrTimerNs(uint32_t code) { return kRnrTimerNs[code & 0x1f]; }
+
+}  // namespace
 
 // ------------------------------------------------------------------ post
 
@@ -71,7 +71,7 @@ hal::PostResult Fabric::VerbPostRecv(uint32_t host, hal::QpHandle qph,
       err = EINVAL;
     } else if (wr.num_sge > q.cap.max_recv_sge || wr.num_sge > hal::kMaxSgeInline) {
       err = EINVAL;
-    } else if (q.rq_post_seq - q.rq_free_seq >= depth || q.rq.empty()) {
+    } else if (q.rq_post_seq - q.rq_free_seq >= depth) {
       err = ENOMEM;  // slots free when their CQEs are polled
     }
     if (err != 0) {
@@ -107,8 +107,12 @@ bool Fabric::RecvReady(Qp& r) {
   return r.rq_done_seq < r.rq_post_seq;
 }
 
-bool Fabric::SeededRecvDrop() {
-  if (config_.recv.drop.num == 0 || !recv_prng_.Chance(config_.recv.drop)) return false;
+bool Fabric::RecvDropped(Qp& r) {
+  if (r.script_recv_drop > 0) {
+    --r.script_recv_drop;
+  } else if (config_.recv.drop.num == 0 || !recv_prng_.Chance(config_.recv.drop)) {
+    return false;
+  }
   CountFault(FaultKind::kRecvDrop);
   return true;
 }
@@ -185,7 +189,7 @@ void Fabric::ExecuteSend(const ReqPacket& p) {
     const bool too_long = placed == WcStatus::kLocLenErr;
     if (too_long && rxe) placed = WcStatus::kLocQpOpErr;
     r.recv_active = false;
-    CompleteRecv(p.ri, r, placed, hal::Opcode::kRecv, 0, p.rq.qpn, std::nullopt);
+    CompleteRecv(p.ri, r, placed, hal::Opcode::kRecv, 0, 0, std::nullopt);
     SendResp(p.ri, r, e.a, too_long && !rxe ? kNakInvReq : kNakRemOp, e.d, e.c);
     RaiseAsync(r.ctx, AsyncEventType::kQpReqErr, p.ri, kNone, 0);
     EnterErr(p.ri, r);

@@ -94,14 +94,7 @@ inline void Fabric::ExecuteReq(const ReqPacket& p) {
     SendResp(ri, r, e.a, kAck, ack_psn, e.c);
     return;
   }
-  if (ConsumesRecv(op)) {  // recv_drop, scripted or seeded: lost on arrival
-    if (r.script_recv_drop > 0) {
-      --r.script_recv_drop;
-      CountFault(FaultKind::kRecvDrop);
-      return DropReq(rq);
-    }
-    if (SeededRecvDrop()) return DropReq(rq);
-  }
+  if (ConsumesRecv(op) && RecvDropped(r)) return DropReq(rq);
   if (op == hal::Opcode::kSend) return ExecuteSend(p);  // no rkey: the receive WR says where
   const uint32_t need = is_write ? hal::kAccessRemoteWrite : hal::kAccessRemoteRead;
   const Mr* m = (r.attr.qp_access_flags & need) == need

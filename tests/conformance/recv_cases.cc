@@ -262,9 +262,8 @@ TEST_P(Conformance, RecvCqOverrunIsReported) {
   const bool poll_failed = !got.ok();
   auto events = rig.DrainAsync(1);
   const bool cq_err = std::count(events.begin(), events.end(), hal::AsyncEventType::kCqErr) > 0;
-  EXPECT_TRUE(poll_failed || cq_err)
-      << "a receive CQ overrun went unreported (" << (got.ok() ? *got : 0) << " polled, capacity "
-      << cap << ")";
+  EXPECT_TRUE(poll_failed || cq_err) << "a receive CQ overrun went unreported ("
+                                     << (got.ok() ? *got : 0) << " polled, capacity " << cap << ")";
 }
 
 // A SEND whose ACK is lost is resent; the responder acknowledges the
