@@ -120,6 +120,13 @@ enum class Mutation : uint32_t {
                                     // receive CQE, no RNR)
   kSimDupSendRedelivered,           // sim: a duplicate SEND packet (a resend after a lost ACK)
                                     // consumes another receive WR
+  kEngineNotifyBeforeData,          // engine: a Submit's notification is sent at submit, not
+                                    // after its data tasks COMPLETED (N1)
+  kEngineNotifyOnFailedBatch,       // engine: a Submit's notification is sent once its data
+                                    // tasks are terminal, whatever their status (N2)
+  kEngineNotifyNoDedup,             // engine: the receiver delivers every notification it
+                                    // receives, a resend of a delivered one again (N3)
+  kEngineNotifyRecvNoQuota,         // engine: receive WRs are posted without CQ quota (N4)
   kCount,
 };
 
@@ -280,6 +287,14 @@ inline std::string_view MutationName(Mutation m) {
       return "sim_write_imm_no_recv";
     case Mutation::kSimDupSendRedelivered:
       return "sim_dup_send_redelivered";
+    case Mutation::kEngineNotifyBeforeData:
+      return "engine_notify_before_data";
+    case Mutation::kEngineNotifyOnFailedBatch:
+      return "engine_notify_on_failed_batch";
+    case Mutation::kEngineNotifyNoDedup:
+      return "engine_notify_no_dedup";
+    case Mutation::kEngineNotifyRecvNoQuota:
+      return "engine_notify_recv_no_quota";
     case Mutation::kCount:
       break;
   }

@@ -37,11 +37,17 @@ absl::Status CheckQueues(const EngineConfig& c) {
   if (c.cqe_limit == 0) return Bad("cqe_limit = 0");
   if (c.endpoint_store_capacity == 0) return Bad("endpoint_store_capacity = 0");
   // C4/C8: a CQ fully loaded by its live endpoints must not overrun.
-  const uint64_t per_cq = uint64_t{c.wr_depth} * c.qps_per_endpoint * c.EndpointsPerCq();
+  if (c.notify_recv_slots > kNotifyRecvSlotsMax)
+    return Bad("notify_recv_slots = %u: at most %u", c.notify_recv_slots, kNotifyRecvSlotsMax);
+  // Receive WRs hold CQ quota as send WRs do (C4, N4).
+  const uint64_t per_cq = (uint64_t{c.wr_depth} + c.notify_recv_slots) * c.qps_per_endpoint *
+                          c.EndpointsPerCq();
   if (per_cq > c.cqe_limit)
     return Bad(
-        "wr_depth (%u) x qps_per_endpoint (%u) x endpoints per CQ (%u) = %u exceeds cqe_limit (%u)",
-        c.wr_depth, c.qps_per_endpoint, c.EndpointsPerCq(), per_cq, c.cqe_limit);
+        "(wr_depth (%u) + notify_recv_slots (%u)) x qps_per_endpoint (%u) x endpoints per CQ (%u) "
+        "= %u exceeds cqe_limit (%u)",
+        c.wr_depth, c.notify_recv_slots, c.qps_per_endpoint, c.EndpointsPerCq(), per_cq,
+        c.cqe_limit);
   if (uint64_t{c.wr_depth} > c.cqe_limit)
     return Bad("wr_depth (%u) exceeds cqe_limit (%u)", c.wr_depth, c.cqe_limit);
   if (c.zombie_quota_max > c.cqe_limit)
@@ -125,6 +131,11 @@ absl::Status CheckQpAndDevice(const EngineConfig& c) {
   if (c.qp_retries > 7) return Bad("qp_retries = %u: a 3-bit field (0..7)", c.qp_retries);
   if (c.qp_rnr_retries > 7)
     return Bad("qp_rnr_retries = %u: a 3-bit field (0..7)", c.qp_rnr_retries);
+  if (c.notify_recv_slots > 0 && c.qp_rnr_retries == 7)
+    return Bad(
+        "notify_recv_slots = %u needs qp_rnr_retries < 7: a notification to a peer that posts no "
+        "receive WRs would wait out RNR forever",
+        c.notify_recv_slots);
   if (c.port_num == 0) return Bad("port_num = 0: ports are numbered from 1");
   if (c.gid_index < -1) return Bad("gid_index = %d: -1 (auto) or a table index", c.gid_index);
   for (const std::string& d : c.devices)

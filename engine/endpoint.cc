@@ -76,7 +76,7 @@ absl::StatusOr<std::unique_ptr<Endpoint>> Endpoint::Create(
     init.send_cq = params.cq;
     init.recv_cq = params.cq;
     init.cap.max_send_wr = params.wr_depth;
-    init.cap.max_recv_wr = 1;
+    init.cap.max_recv_wr = params.recv_depth;
     init.sq_sig_all = false;  // every WR is signalled explicitly
     auto info = verbs->CreateQp(params.pd, init);
     if (!info.ok()) return fail(info.status());

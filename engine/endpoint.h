@@ -75,6 +75,7 @@ struct QpParams {
   hal::PdHandle pd;
   hal::CqHandle cq;
   uint32_t wr_depth = 0;
+  uint32_t recv_depth = 1;  // max_recv_wr asked (notify_recv_slots, at least 1)
   uint8_t port_num = 1;
   uint8_t sgid_index = 0;
   hal::Mtu local_mtu = hal::Mtu::k1024;
@@ -90,6 +91,7 @@ struct DataQp {
   uint32_t sq_psn = 0;                        // our starting PSN (random)
   hal::QpState state = hal::QpState::kReset;  // as we last moved it
   std::deque<uint32_t> fifo;                  // slots of posted WRs, in post order
+  std::deque<uint32_t> recv;  // notification slots of posted receive WRs, in post order
   bool destroyed = false;                     // DestroyQp returned OK
   bool released = false;                      // empty poll after destroy done
   uint32_t destroy_failures = 0;

@@ -82,6 +82,7 @@ EngineImpl::EngineImpl(const EngineConfig& config, const EngineEnv& env,
                                                         mutations)),
       env_(WithNet(env, auth_net_.get())),
       mutations_(mutations),
+      notify_inbox_(mutations),
       observer_(observer) {}
 
 EngineImpl::~EngineImpl() {
@@ -107,6 +108,7 @@ absl::StatusOr<std::unique_ptr<EngineImpl>> EngineImpl::Create(
   std::unique_ptr<EngineImpl> e(new EngineImpl(config, env, mutations, observer));
   e->incarnation_ = env.entropy->Next64() | 1;
   FERRY_RETURN_IF_ERROR(e->EnableContexts());
+  FERRY_RETURN_IF_ERROR(e->SetUpNotify());
   e->BuildWorkers();
   e->BuildListener();
   return e;
@@ -179,6 +181,11 @@ void EngineImpl::BuildWorkers() {
   // A peer rejected an rkey: refetch that segment's descriptor.
   worker_env_.remote_access_error = [this](uint32_t w, uint64_t seg, uint64_t v) {
     RemoteAccessError(w, seg, v);
+  };
+  worker_env_.notify_slots = notify_slots_.get();
+  worker_env_.notify_received = [this](uint32_t w, const std::string& path,
+                                       absl::Span<const uint8_t> bytes) {
+    NotifyReceived(w, path, bytes);
   };
   for (auto& c : contexts_) worker_env_.contexts.push_back(c.get());
   for (uint32_t w = 0; w < config_.workers; ++w)
@@ -678,7 +685,8 @@ std::shared_ptr<engine::TaskRoute> EngineImpl::RouteOf(const Request& r, uint32_
   return route;
 }
 
-SubmitResult EngineImpl::Submit(BatchId batch, absl::Span<const Request> requests) {
+SubmitResult EngineImpl::Submit(BatchId batch, absl::Span<const Request> requests,
+                               const NotifyRequest* notify) {
   SubmitResult out;
   std::vector<std::pair<uint32_t, std::shared_ptr<TaskRoute>>> routed;
   {
@@ -692,32 +700,34 @@ SubmitResult EngineImpl::Submit(BatchId batch, absl::Span<const Request> request
       out.status = absl::NotFoundError("unknown batch");
       return out;
     }
-    if (requests.empty()) {
+    if (requests.empty() && notify == nullptr) {
       out.status = absl::InvalidArgumentError("no requests");
       return out;
     }
     Batch& b = bit->second;
-    // C8: every request validated before any is enqueued, a status each.
-    engine::BatchValidation v = engine::ValidateRequests(
-        requests, mr_ranges_,
-        [this](SegmentHandle h) ABSL_NO_THREAD_SAFETY_ANALYSIS -> const engine::RangeSet* {
-          auto it = segment_ranges_.find(h.id);
-          return it == segment_ranges_.end() ? nullptr : &it->second;
-        },
-        config_.request_bytes_max, b.capacity - b.tasks.size(),
-        mutations_ == nullptr || !mutations_->on(base::Mutation::kEngineC8NoRemoteAccessCheck));
-    size_t enqueue = requests.size();
-    if (!v.all_ok) {
-      out.per_request = std::move(v.per_request);
-      out.status = absl::InvalidArgumentError("a request is invalid; nothing was enqueued");
-      if (mutations_ == nullptr || !mutations_->on(base::Mutation::kEngineC8SkipValidation))
-        return out;
-      // Mutation: the valid prefix is enqueued before the bad request.
-      enqueue = 0;
-      while (enqueue < out.per_request.size() && out.per_request[enqueue].ok()) ++enqueue;
+    const size_t notify_tasks = notify == nullptr ? 0 : 1;
+    if (notify != nullptr) {
+      out.status = CheckNotify(b, requests, *notify);
+      if (!out.status.ok()) return out;
     }
+    const std::optional<size_t> validated = Validate(b, requests, notify_tasks, &out);
+    if (!validated.has_value()) return out;
+    const size_t enqueue = *validated;
     const uint64_t now = env_.clock->NowNs();
-    routed.reserve(enqueue);
+    // The notification's route first (it can still be refused: no send
+    // slot, or its receiver's window is full); nothing is enqueued then.
+    std::shared_ptr<TaskRoute> note;
+    if (notify != nullptr) {
+      auto made = NotifyRouteOf(batch, *notify, static_cast<uint32_t>(b.tasks.size()), now,
+                                &out.notify_seq);
+      if (!made.ok()) {
+        out.status = made.status();
+        out.per_request.clear();
+        return out;
+      }
+      note = *std::move(made);
+    }
+    routed.reserve(enqueue + notify_tasks);
     out.tasks.reserve(enqueue);
     for (const Request& r : requests.subspan(0, enqueue)) {
       const uint32_t index = static_cast<uint32_t>(b.tasks.size());
@@ -726,7 +736,43 @@ SubmitResult EngineImpl::Submit(BatchId batch, absl::Span<const Request> request
       out.tasks.push_back(TaskId{batch, index});
       routed.emplace_back(OwnerOf(route->context, route->peer_path), route);
     }
+    if (note != nullptr) {
+      out.notify_task = TaskId{batch, static_cast<uint32_t>(b.tasks.size())};
+      b.tasks.push_back(note);
+      EnqueueNotify(routed, enqueue, note);
+    }
   }
+  PushRouted(routed);
+  if (out.per_request.empty()) {
+    out.status = absl::OkStatus();
+    out.per_request.assign(requests.size(), absl::OkStatus());
+  }
+  return out;
+}
+
+std::optional<size_t> EngineImpl::Validate(const Batch& b, absl::Span<const Request> requests,
+                                           size_t notify_tasks, SubmitResult* out) {
+  // C8: every request validated before any is enqueued, a status each.
+  engine::BatchValidation v = engine::ValidateRequests(
+      requests, mr_ranges_,
+      [this](SegmentHandle h) ABSL_NO_THREAD_SAFETY_ANALYSIS -> const engine::RangeSet* {
+        auto it = segment_ranges_.find(h.id);
+        return it == segment_ranges_.end() ? nullptr : &it->second;
+      },
+      config_.request_bytes_max, b.capacity - b.tasks.size() - notify_tasks,
+      mutations_ == nullptr || !mutations_->on(base::Mutation::kEngineC8NoRemoteAccessCheck));
+  if (v.all_ok) return requests.size();
+  out->per_request = std::move(v.per_request);
+  out->status = absl::InvalidArgumentError("a request is invalid; nothing was enqueued");
+  if (mutations_ == nullptr || !mutations_->on(base::Mutation::kEngineC8SkipValidation))
+    return std::nullopt;
+  // Mutation: the valid prefix is enqueued before the bad request.
+  size_t enqueue = 0;
+  while (enqueue < out->per_request.size() && out->per_request[enqueue].ok()) ++enqueue;
+  return enqueue;
+}
+
+void EngineImpl::PushRouted(std::vector<std::pair<uint32_t, std::shared_ptr<TaskRoute>>>& routed) {
   // Each owner gets its requests in submit order, under one inbox lock and
   // one wake (a batch of B requests to one owner was B locks and B wakes).
   auto by_owner = [](const auto& a, const auto& b) { return a.first < b.first; };
@@ -740,11 +786,6 @@ SubmitResult EngineImpl::Submit(BatchId batch, absl::Span<const Request> request
     i = end;
     Wake(owner);
   }
-  if (out.per_request.empty()) {
-    out.status = absl::OkStatus();
-    out.per_request.assign(requests.size(), absl::OkStatus());
-  }
-  return out;
 }
 
 absl::StatusOr<TaskStatus> EngineImpl::GetTaskStatus(TaskId task) const {
@@ -760,6 +801,14 @@ std::shared_ptr<const engine::Task> EngineImpl::TaskOf(TaskId task) const {
   auto it = batches_.find(task.batch.id);
   if (it == batches_.end() || task.index >= it->second.tasks.size()) return nullptr;
   return it->second.tasks[task.index]->task;
+}
+
+std::pair<uint64_t, uint64_t> EngineImpl::LocalRangeOf(TaskId task) const {
+  base::MutexLock l(&mu_);
+  auto it = batches_.find(task.batch.id);
+  if (it == batches_.end() || task.index >= it->second.tasks.size()) return {0, 0};
+  const TaskRoute& r = *it->second.tasks[task.index];
+  return {r.local_addr, r.task->geometry().length_bytes};
 }
 
 absl::StatusOr<BatchStatus> EngineImpl::GetBatchStatus(BatchId batch) const {
@@ -971,6 +1020,28 @@ absl::StatusOr<BatchId> Engine::AllocateBatch(uint32_t capacity) {
 }
 SubmitResult Engine::Submit(BatchId batch, absl::Span<const Request> requests) {
   return impl_->Submit(batch, requests);
+}
+SubmitResult Engine::Submit(BatchId batch, absl::Span<const Request> requests,
+                            const NotifyOptions& notify) {
+  const EngineImpl::NotifyRequest n{requests.empty() ? SegmentHandle{} : requests[0].segment,
+                                    notify.message};
+  return impl_->Submit(batch, requests, &n);
+}
+SubmitResult Engine::SendNotify(BatchId batch, SegmentHandle segment, std::string_view message) {
+  const EngineImpl::NotifyRequest n{segment, message};
+  return impl_->Submit(batch, {}, &n);
+}
+std::vector<Notification> Engine::PollNotifies(size_t max) { return impl_->PollNotifies(max); }
+std::vector<Notification> Engine::WaitNotifies(size_t max, uint64_t timeout_ns) {
+  const uint64_t end = impl_->env().clock->NowNs() + timeout_ns;
+  engine::RuntimeWaiter waiter(impl_.get());
+  for (;;) {
+    const uint64_t seen = waiter.Generation();
+    std::vector<Notification> got = impl_->PollNotifies(max);
+    const uint64_t now = impl_->env().clock->NowNs();
+    if (!got.empty() || max == 0 || now >= end) return got;
+    waiter.Wait(seen, end - now);
+  }
 }
 absl::StatusOr<TaskStatus> Engine::GetTaskStatus(TaskId task) const {
   return impl_->GetTaskStatus(task);

@@ -21,6 +21,7 @@
 #ifndef FERRY_ENGINE_ENGINE_IMPL_H_
 #define FERRY_ENGINE_ENGINE_IMPL_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -40,6 +41,7 @@
 #include "engine/context.h"
 #include "engine/handles.h"
 #include "engine/listener.h"
+#include "engine/notify.h"
 #include "engine/owner.h"
 #include "engine/request_validation.h"
 #include "engine/task.h"
@@ -92,7 +94,21 @@ class EngineImpl {
   absl::Status CloseSegment(SegmentHandle segment);
   absl::StatusOr<SegmentInfo> GetSegmentInfo(SegmentHandle segment) const;
   absl::StatusOr<BatchId> AllocateBatch(uint32_t capacity);
-  SubmitResult Submit(BatchId batch, absl::Span<const Request> requests);
+  // A notification to send with (or, without requests, instead of) a
+  // Submit's data: to `segment` (every request must address it).
+  struct NotifyRequest {
+    SegmentHandle segment;
+    std::string_view message;
+  };
+  SubmitResult Submit(BatchId batch, absl::Span<const Request> requests,
+                      const NotifyRequest* notify = nullptr);
+  std::vector<Notification> PollNotifies(size_t max) { return notify_inbox_.Poll(max); }
+  engine::NotifyInbox::Stats notify_stats() const { return notify_inbox_.stats(); }
+  // Owner callback (WorkerEnv::notify_received, engine_notify.cc): decodes
+  // a received SEND, and delivers it unless it is a duplicate (N3).
+  void NotifyReceived(uint32_t worker, const std::string& peer_path,
+                      absl::Span<const uint8_t> bytes);
+  uint64_t notify_malformed() const { return notify_malformed_.load(); }
   absl::StatusOr<TaskStatus> GetTaskStatus(TaskId task) const;
   absl::StatusOr<BatchStatus> GetBatchStatus(BatchId batch) const;
   absl::Status Cancel(TaskId task);
@@ -102,6 +118,10 @@ class EngineImpl {
   // The task object behind `task` (the sim oracle reads its slice words);
   // nullptr when unknown.
   std::shared_ptr<const engine::Task> TaskOf(TaskId task) const;
+  // The local range `task` reads or writes: (address, bytes); for a
+  // notification its send slot. (0, 0) when unknown (the sim oracle
+  // claims it in its ground truth).
+  std::pair<uint64_t, uint64_t> LocalRangeOf(TaskId task) const;
   // The DESC_REQ token of `segment`'s refetch in flight, 0 when none (sim
   // tests answer it themselves to script what the peer says).
   uint64_t RefetchTokenOf(SegmentHandle segment) const;
@@ -209,6 +229,32 @@ class EngineImpl {
   void Wake(uint32_t w) {
     if (wake_) wake_(w);
   }
+  // Submit's C8 check: how many requests to enqueue (all, or under the
+  // C8 mutation the valid prefix), or nullopt with `out` filled.
+  std::optional<size_t> Validate(const Batch& b, absl::Span<const Request> requests,
+                                 size_t notify_tasks, SubmitResult* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hands Submit's routes to their owners (sorted by owner, one push each).
+  void PushRouted(std::vector<std::pair<uint32_t, std::shared_ptr<engine::TaskRoute>>>& routed);
+  // ---- notifications (engine_notify.cc)
+  // Create's phase: the slot arena, registered on every context.
+  absl::Status SetUpNotify();
+  absl::Status CheckNotify(const Batch& b, absl::Span<const Request> requests,
+                           const NotifyRequest& n) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The notification task's route: its send slot filled with the encoded
+  // message and its sequence number (*seq) taken.
+  absl::StatusOr<std::shared_ptr<engine::TaskRoute>> NotifyRouteOf(BatchId batch,
+                                                                   const NotifyRequest& n,
+                                                                   uint32_t index, uint64_t now,
+                                                                   uint64_t* seq)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Routes `note` at once (no data, or the N1 mutation), or gates it on
+  // the last `data` routes of `routed`.
+  void EnqueueNotify(std::vector<std::pair<uint32_t, std::shared_ptr<engine::TaskRoute>>>& routed,
+                     size_t data, const std::shared_ptr<engine::TaskRoute>& note);
+  // Makes `note` wait for every data route of `data` to COMPLETE.
+  void GateOn(absl::Span<std::pair<uint32_t, std::shared_ptr<engine::TaskRoute>>> data,
+              const std::shared_ptr<engine::TaskRoute>& note);
 
   const EngineConfig config_;
   // The engine's control network: env.control_net behind the
@@ -219,6 +265,12 @@ class EngineImpl {
   const base::Mutations* const mutations_;
   uint64_t incarnation_ = 0;
   engine::HandleLedger ledger_;
+  // Notifications: the slot arena (registered on every context: declared
+  // before them, so it outlives their MRs; null when notify_recv_slots is
+  // 0), the receiver's inbox and the sender's sequence spaces.
+  std::unique_ptr<engine::NotifySlots> notify_slots_;
+  engine::NotifyInbox notify_inbox_;
+  std::atomic<uint64_t> notify_malformed_{0};
   std::vector<std::unique_ptr<engine::Context>> contexts_;
   engine::WorkerEnv worker_env_;
   std::vector<std::unique_ptr<engine::Worker>> workers_;
@@ -248,6 +300,7 @@ class EngineImpl {
   std::map<uint64_t, engine::RangeSet> segment_ranges_ ABSL_GUARDED_BY(mu_);
   uint64_t next_batch_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<uint64_t, Batch> batches_ ABSL_GUARDED_BY(mu_);
+  engine::NotifySeqs notify_seqs_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ferry

@@ -50,6 +50,14 @@ absl::StatusOr<BatchId> SteppedEngine::AllocateBatch(uint32_t capacity) {
 SubmitResult SteppedEngine::Submit(BatchId batch, absl::Span<const Request> requests) {
   return impl_->Submit(batch, requests);
 }
+SubmitResult SteppedEngine::SubmitNotify(BatchId batch, absl::Span<const Request> requests,
+                                         SegmentHandle segment, std::string_view message) {
+  const EngineImpl::NotifyRequest n{segment, message};
+  return impl_->Submit(batch, requests, &n);
+}
+std::vector<Notification> SteppedEngine::PollNotifies(size_t max) {
+  return impl_->PollNotifies(max);
+}
 absl::StatusOr<TaskStatus> SteppedEngine::GetTaskStatus(TaskId task) const {
   return impl_->GetTaskStatus(task);
 }
@@ -96,6 +104,13 @@ std::vector<hal::CqHandle> SteppedEngine::WorkerCqs(uint32_t w) const {
 uint64_t SteppedEngine::incarnation() const { return impl_->incarnation(); }
 uint64_t SteppedEngine::late_refetch_answers() const { return impl_->late_refetch_answers(); }
 std::shared_ptr<const Task> SteppedEngine::TaskOf(TaskId task) const { return impl_->TaskOf(task); }
+std::pair<uint64_t, uint64_t> SteppedEngine::LocalRangeOf(TaskId task) const {
+  return impl_->LocalRangeOf(task);
+}
+uint64_t SteppedEngine::notify_duplicates() const {
+  const NotifyInbox::Stats s = impl_->notify_stats();
+  return s.duplicates + s.too_old;
+}
 uint64_t SteppedEngine::RefetchTokenOf(SegmentHandle segment) const {
   return impl_->RefetchTokenOf(segment);
 }

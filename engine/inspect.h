@@ -32,6 +32,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -97,6 +98,11 @@ class SteppedEngine {
   absl::StatusOr<SegmentInfo> GetSegmentInfo(SegmentHandle segment) const;
   absl::StatusOr<BatchId> AllocateBatch(uint32_t capacity);
   SubmitResult Submit(BatchId batch, absl::Span<const Request> requests);
+  // Engine::Submit with NotifyOptions (every request to `segment`), and
+  // Engine::SendNotify when `requests` is empty.
+  SubmitResult SubmitNotify(BatchId batch, absl::Span<const Request> requests,
+                            SegmentHandle segment, std::string_view message);
+  std::vector<Notification> PollNotifies(size_t max);
   absl::StatusOr<TaskStatus> GetTaskStatus(TaskId task) const;
   absl::StatusOr<BatchStatus> GetBatchStatus(BatchId batch) const;
   absl::Status Cancel(TaskId task);
@@ -130,6 +136,11 @@ class SteppedEngine {
   // The task behind `task` (the oracle reads its slice words); nullptr when
   // unknown.
   std::shared_ptr<const Task> TaskOf(TaskId task) const;
+  // The local range (address, bytes) of `task`; a notification's send slot.
+  std::pair<uint64_t, uint64_t> LocalRangeOf(TaskId task) const;
+  // Notifications refused by the receiver's duplicate filter, and SENDs
+  // that did not decode.
+  uint64_t notify_duplicates() const;
   // The DESC_REQ token of `segment`'s refetch in flight, 0 when none.
   uint64_t RefetchTokenOf(SegmentHandle segment) const;
   // The CQ quota of every CQ of every worker, in (worker, context) order.

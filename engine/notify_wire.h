@@ -1,6 +1,6 @@
 // engine/notify_wire.h: a notification as it travels in one SEND, and the
-// receiver's duplicate filter (docs/design.md section 10.1: the engine plan
-// for notifications; the engine does not send them yet).
+// receiver's duplicate filter (docs/design.md section 4, "Notifications";
+// engine/notify.h uses both).
 //
 // Owns: the codec of the SEND payload and NotifyDedup, the per-sender window
 // of delivered sequence numbers.
@@ -31,12 +31,13 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "ferry/types.h"
 
 namespace ferry::engine {
 
 inline constexpr uint32_t kNotifyMagic = 0x5946544eu;
 inline constexpr uint16_t kNotifyVersion = 1;
-inline constexpr size_t kNotifyBytesMax = 4096;  // the user's message
+inline constexpr size_t kNotifyBytesMax = kNotifyMessageBytesMax;  // the user's message
 inline constexpr size_t kNotifyHeaderBytes = 4 + 2 + 2 + 8 + 8 + 8 + 4;
 inline constexpr size_t kNotifyWireBytesMax = kNotifyHeaderBytes + kNotifyBytesMax;
 

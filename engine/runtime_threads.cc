@@ -198,7 +198,7 @@ void ThreadedRuntime::WorkerLoop(uint32_t w) {
       fd_channels.push_back(ch);
     }
     // No fds (simulated RNIC): completions are seen by polling, soon.
-    if (ws.poll_now && fds.empty()) wait_ns = std::min(wait_ns, kPollWaitNs);
+    if ((ws.poll_now || ws.recv_posted) && fds.empty()) wait_ns = std::min(wait_ns, kPollWaitNs);
     if (wait_ns > 0) WaitOn(s, fds, wait_ns);
     for (hal::CompChannelHandle ch : fd_channels) {
       for (int k = 0; k < kChannelEventsPerWakeMax; ++k) {  // take, ack, re-arm

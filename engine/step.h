@@ -78,6 +78,10 @@ struct WaitSet {
   // A destroyed QP awaits its empty poll: a poll is due even with no CQE
   // (a runtime that sleeps until a CQE arrives must not sleep on it).
   bool poll_empty = false;
+  // Receive WRs are posted (notifications): a peer's SEND may complete one
+  // at any time, so a runtime that sleeps must wake on a CQE even when
+  // poll_now is false (their quota is held for good, not work to spin on).
+  bool recv_posted = false;
   std::vector<hal::CompChannelHandle> channels;
 };
 
@@ -111,6 +115,11 @@ struct WorkerStats {
   uint64_t win_requests = 0;     // WINREQs sent (initiator side, resends included)
   uint64_t win_refusals = 0;     // WINREQs refused (target side: not offered, no bind)
   uint64_t windowed_failed = 0;  // slices failed unposted: the peer refused their windows
+  // Notifications (engine/notify.h).
+  uint64_t recv_posted = 0;        // receive WRs posted
+  uint64_t recv_short = 0;         // receive WRs not posted: no slot or no quota left
+  uint64_t notify_received = 0;    // receive CQEs with a notification handed to the engine
+  uint64_t recv_errors = 0;        // receive CQEs with an error (flushes included)
 };
 
 }  // namespace ferry::engine

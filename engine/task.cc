@@ -57,8 +57,10 @@ bool Task::TryLatch(TaskStatus why) {
     if (mutations_ != nullptr && mutations_->on(base::Mutation::kEngineC1EarlyPublish)) {
       w.published = why;  // the bug: publish without evidence
     }
-    if (word_.compare_exchange_strong(raw, TaskWord::Pack(w), std::memory_order_seq_cst))
+    if (word_.compare_exchange_strong(raw, TaskWord::Pack(w), std::memory_order_seq_cst)) {
+      if (w.published != TaskStatus::kPending && hook_ != nullptr) hook_->OnPublished(w.published);
       return true;
+    }
   }
   FERRY_UNREACHABLE();
 }
@@ -83,8 +85,9 @@ std::optional<TaskStatus> Task::OnSliceFinal(bool failed) {
     const bool publish = (w.unresolved == 0 || fail_early) && !early;
     if (publish) w.published = TerminalStatusOf(w);
     if (word_.compare_exchange_strong(raw, TaskWord::Pack(w), std::memory_order_seq_cst)) {
-      if (publish) return w.published;
-      return std::nullopt;
+      if (!publish) return std::nullopt;
+      if (hook_ != nullptr) hook_->OnPublished(w.published);
+      return w.published;
     }
   }
   FERRY_UNREACHABLE();

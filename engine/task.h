@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <utility>
 
 #include "base/check.h"
 #include "base/mutation.h"
@@ -77,6 +78,15 @@ struct TaskGeometry {
   uint64_t deadline_ns = 0;  // submit_ns + slice_timeout_ns
 };
 
+// Told once, on whichever thread publishes the task, right after the
+// publishing CAS (engine/notify.h: a Submit's notification countdown and a
+// notification's send slot). Must not block; may move other tasks.
+class PublishHook {
+ public:
+  virtual ~PublishHook() = default;
+  virtual void OnPublished(TaskStatus status) = 0;
+};
+
 class Task {
  public:
   // A task of ceil(length / slice_size) slices (1..kSlicesPerTaskMax), all
@@ -118,6 +128,8 @@ class Task {
                                                                    : geometry_.slice_size_bytes);
   }
   const TaskGeometry& geometry() const { return geometry_; }
+  // Set once, before the task is shared with any other thread.
+  void set_publish_hook(std::shared_ptr<PublishHook> hook) { hook_ = std::move(hook); }
   bool Expired(uint64_t now_ns) const { return now_ns >= geometry_.deadline_ns; }
 
   // ------------------------------------------------------------ any thread
@@ -159,6 +171,7 @@ class Task {
   const uint32_t slice_count_ = 0;
   const base::Mutations* const mutations_ = nullptr;
   std::unique_ptr<Slice[]> slices_;
+  std::shared_ptr<PublishHook> hook_;  // immutable once shared
   std::atomic<uint64_t> word_{0};
 };
 

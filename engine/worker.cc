@@ -139,8 +139,10 @@ WaitSet Worker::WaitSetNow() {
       consider(ep->handshake_deadline_ns);
     });
   }
-  // WRs without evidence, live or retiring, hold CQ quota (C4).
-  if (QuotaUsed() > 0) ws.poll_now = true;
+  // WRs without evidence, live or retiring, hold CQ quota (C4). Posted
+  // receive WRs hold theirs for good: they only ask for a wake on a CQE.
+  if (QuotaUsed() > recv_held_) ws.poll_now = true;
+  ws.recv_posted = recv_held_ > 0;
   if (!bind_deadlines_.empty()) consider(bind_deadlines_.front().first);
   // Keys with queued slices (PostAll erases the others).
   for (const auto& [key, dq] : pending_) {

@@ -67,6 +67,7 @@
 #include "engine/endpoint_store.h"
 #include "engine/handles.h"
 #include "engine/handshake.h"
+#include "engine/notify.h"
 #include "engine/owner.h"
 #include "engine/step.h"
 #include "engine/task.h"
@@ -108,6 +109,13 @@ struct WorkerEnv {
   // Whether revocable region `region` is offered to peer `identity` (a
   // WINREQ's check; takes the engine mutex). May be empty: nothing is.
   std::function<bool(uint64_t region, const std::string& identity)> window_offered;
+  // Notifications (engine/notify.h): the registered slot arena (null when
+  // notify_recv_slots is 0), and where an owner hands a received SEND's
+  // bytes (the engine decodes, deduplicates and queues it; never blocks).
+  NotifySlots* notify_slots = nullptr;
+  std::function<void(uint32_t worker, const std::string& peer_path,
+                     absl::Span<const uint8_t> bytes)>
+      notify_received;
 };
 
 // One request as the owner needs it (immutable after submit).
@@ -129,6 +137,9 @@ struct TaskRoute {
   // memory windows only (rkey is 0 then): each WR takes the rkey of the
   // window bound on its QP (docs/security.md section 6).
   uint64_t window = 0;
+  // A notification: one SEND of the `local_addr` slot (engine/notify.h),
+  // no remote address.
+  bool send = false;
   // ---- owner only: one entry per WR posted for this task (the timeout
   // sweep checks each against its QP's FIFO before retiring, C3).
   struct PostedWr {
@@ -368,6 +379,16 @@ class Worker {
   // incarnation (the message is from an endpoint the peer gave up).
   bool NoteGenerationIsOlder(const Key& key, uint64_t incarnation, uint64_t generation);
   void HandleCqe(const hal::WorkCompletion& wc);
+  // ---- notifications, receive side (worker_notify.cc)
+  // Posts up to n receive WRs on QP qi of `ep`, each with a receive slot
+  // and one CQE of quota (N4); fewer when slots or quota run out.
+  void PostRecvs(Endpoint* ep, uint32_t qi, uint32_t n);
+  // A new endpoint's QPs (at INIT) get notify_recv_slots each, before the
+  // peer can send (it sends only once READY, after our RTR).
+  void PostRecvsAll(Endpoint* ep);
+  void HandleRecvCqe(const hal::WorkCompletion& wc);
+  // Destroy evidence for q: its receive WRs are gone; their slots return.
+  void ReleaseRecvSlots(DataQp& q);
   void ResolveAttempt(const std::shared_ptr<TaskRoute>& route, uint32_t slice, hal::WcStatus st,
                       bool evidence_by_destroy, RetireReason ep_reason);
   void Requeue(const std::shared_ptr<TaskRoute>& route, uint32_t slice);
@@ -483,6 +504,9 @@ class Worker {
   // it): sweep seed 597269248, a store full of such endpoints.
   std::deque<std::pair<uint64_t, Key>> bind_deadlines_;
   uint64_t next_qp_uid_ = 1;
+  // Receive WRs posted and without evidence (their quota is held for good,
+  // so WaitSetNow does not count it as work to poll for).
+  uint64_t recv_held_ = 0;
   // No unhandled task of tasks_ expires before this (UINT64_MAX: none).
   uint64_t next_task_deadline_ns_ = UINT64_MAX;
   uint64_t last_poll_ns_ = 0;

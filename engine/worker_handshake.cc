@@ -31,6 +31,7 @@ absl::StatusOr<Endpoint*> Worker::NewEndpoint(const Key& key) {
   p.pd = c->pd();
   p.cq = c->cq(id_, 0);
   p.wr_depth = cfg_.wr_depth;
+  p.recv_depth = std::max<uint32_t>(1, cfg_.notify_recv_slots);
   p.port_num = c->port_num();
   p.sgid_index = static_cast<uint8_t>(c->gid_index());
   p.local_mtu = c->active_mtu();
@@ -57,6 +58,7 @@ absl::StatusOr<Endpoint*> Worker::NewEndpoint(const Key& key) {
   }
   Endpoint* raw = made->get();
   TrackQps(raw);
+  PostRecvsAll(raw);
   raw->CountConnectingIn(&connecting_);
   raw->handshake_deadline_ns =
       now + cfg_.handshake_timeout_ns * (uint64_t{cfg_.handshake_retries} + 1);

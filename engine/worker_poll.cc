@@ -47,6 +47,11 @@ void Worker::PollAll() {
 
 void Worker::HandleCqe(const hal::WorkCompletion& wc) {
   ++stats_.cqes;
+  // A receive WR (notifications): never on the send FIFO.
+  if (IsRecvWrId(wc.wr_id)) {
+    HandleRecvCqe(wc);
+    return;
+  }
   const WrId id = DecodeWrId(wc.wr_id);
   // Test-only: the bug the generation prevents (a late CQE of an earlier
   // attempt applied to the slice now in its slot).
@@ -157,6 +162,7 @@ void Worker::Requeue(const std::shared_ptr<TaskRoute>& route, uint32_t slice) {
 }
 
 void Worker::ResolveFifoByEvidence(DataQp& q, RetireReason why) {
+  ReleaseRecvSlots(q);
   // Bounded by the FIFO (at most wr_depth WRs); each slot is freed once.
   while (!q.fifo.empty()) {
     const uint32_t slot = q.fifo.front();

@@ -23,6 +23,8 @@ uint32_t Worker::AllocSlot() {
     return s;
   }
   slots_.emplace_back();
+  // Bit 63 of a wr_id marks a receive WR (wr_id.h).
+  FERRY_CHECK_LT(slots_.size(), size_t{1} << 31);
   return static_cast<uint32_t>(slots_.size() - 1);
 }
 
@@ -212,7 +214,9 @@ void Worker::FillWr(ChainEntry& e, Endpoint* ep, uint32_t qi, Context* rc, hal::
   // Every field the chain varies is set; sg_list[1..] and imm_data keep the
   // zeroes they were constructed with.
   wr.wr_id = EncodeWrId(WrId{e.slot, s.generation});
-  wr.opcode = e.p.route->op == OpKind::kRead ? hal::Opcode::kRdmaRead : hal::Opcode::kRdmaWrite;
+  wr.opcode = e.p.route->send                 ? hal::Opcode::kSend
+              : e.p.route->op == OpKind::kRead ? hal::Opcode::kRdmaRead
+                                               : hal::Opcode::kRdmaWrite;
   wr.send_flags = hal::kSendSignaled;
   wr.num_sge = 1;
   const uint64_t off = task.SliceOffsetBytes(e.p.slice);
@@ -224,6 +228,11 @@ void Worker::FillWr(ChainEntry& e, Endpoint* ep, uint32_t qi, Context* rc, hal::
   }
   wr.sg_list[0] =
       hal::Sge{e.p.route->local_addr + off, task.SliceLengthBytes(e.p.slice), e.p.route->lkey};
+  if (e.p.route->send) {  // a notification: no remote address
+    wr.remote_addr = 0;
+    wr.rkey = 0;
+    return;
+  }
   wr.remote_addr = e.p.route->remote_addr + off;
   // A windowed range: the window bound on this very QP for us.
   wr.rkey = e.p.route->window == 0 ? e.p.route->rkey : PeerWindowRkey(*ep, e.p.route->window, qi);

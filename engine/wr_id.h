@@ -43,7 +43,29 @@ constexpr bool WrIdMatches(uint64_t raw, uint32_t slot, uint32_t current_generat
   return current_generation != 0 && id.slot == slot && id.generation == current_generation;
 }
 
+// A receive WR's id (notifications): bit 63 set, the QP's uid in bits
+// 32-62 and the notification slot in bits 0-31. A send WR's slot stays
+// below 2^31 (AllocSlot checks), so bit 63 tells the two apart: a flushed
+// receive CQE carries its wr_id but no meaningful opcode.
+inline constexpr uint64_t kRecvWrIdBit = uint64_t{1} << 63;
+inline constexpr uint64_t kRecvQpUidMax = (uint64_t{1} << 31) - 1;
+struct RecvWrId {
+  uint64_t qp_uid = 0;
+  uint32_t slot = 0;
+  friend constexpr bool operator==(RecvWrId, RecvWrId) = default;
+};
+constexpr bool IsRecvWrId(uint64_t raw) { return (raw & kRecvWrIdBit) != 0; }
+constexpr uint64_t EncodeRecvWrId(RecvWrId id) {
+  return kRecvWrIdBit | ((id.qp_uid & kRecvQpUidMax) << 32) | uint64_t{id.slot};
+}
+constexpr RecvWrId DecodeRecvWrId(uint64_t raw) {
+  return RecvWrId{(raw >> 32) & kRecvQpUidMax, static_cast<uint32_t>(raw & 0xffffffffu)};
+}
+
 static_assert(DecodeWrId(EncodeWrId(WrId{7, 9})) == WrId{7, 9});
+static_assert(DecodeRecvWrId(EncodeRecvWrId(RecvWrId{kRecvQpUidMax, 5})) ==
+              RecvWrId{kRecvQpUidMax, 5});
+static_assert(IsRecvWrId(EncodeRecvWrId(RecvWrId{1, 0})) && !IsRecvWrId(EncodeWrId(WrId{7, 9})));
 static_assert(NextGeneration(UINT32_MAX) == 1);
 static_assert(!WrIdMatches(0, 0, 0));
 

@@ -33,6 +33,7 @@ inline constexpr uint32_t kQpsPerEndpointMax = 64;  // == handshake QPN list bou
 inline constexpr uint32_t kSlicesPerTaskMax = 1u << 16;
 inline constexpr uint32_t kSliceAttemptsLimit = 1u << 15;
 inline constexpr uint32_t kBatchCapacityMax = 1u << 20;
+inline constexpr uint32_t kNotifyRecvSlotsMax = 64;
 
 // How an owner thread of the production runtime waits when it has nothing
 // to do (engine/runtime_threads.h; docs/operations.md 2.2).
@@ -112,6 +113,12 @@ struct FERRY_EXPORT EngineConfig {
   // Endpoints per owner per device context (the owner's store capacity).
   // Endpoints on one CQ = ceil(endpoint_store_capacity / cqs_per_worker).
   uint32_t endpoint_store_capacity = 32;
+  // Notifications (Engine::SendNotify, Submit with NotifyOptions,
+  // PollNotifies; docs/design.md section 4, "Notifications"): receive WRs
+  // each endpoint QP keeps posted (0..kNotifyRecvSlotsMax). 0 = off: no
+  // receive WR is posted, SendNotify is refused, and the engine behaves as
+  // before notifications existed. Each receive WR holds one CQE of quota.
+  uint32_t notify_recv_slots = 0;
   // CQE quota that retiring (zombie) QPs may hold on one CQ before the owner
   // escalates (docs/design.md section 4, "Zombies"). <= cqe_limit.
   uint32_t zombie_quota_max = 1024;
@@ -161,7 +168,11 @@ struct FERRY_EXPORT EngineConfig {
   // and only slice_timeout_ns ends its task (TIMEOUT); use 6 or less on rxe
   // (tests/lib/sim_cluster_test.cc RxeRetryCnt7NeverGivesUpOnARestartedPeer).
   uint8_t qp_retries = 7;
-  uint8_t qp_rnr_retries = 7;  // RNR retries (0..7, 7 = infinite; no receives in v1)
+  // RNR retries (0..7, 7 = infinite). Only SENDs meet RNR: with
+  // notify_recv_slots > 0 it must be < 7, so a notification to a peer that
+  // posts no receive WRs ends in RNR_RETRY_EXC_ERR (FAILED), never waits
+  // forever.
+  uint8_t qp_rnr_retries = 7;
 
   // ------------------------------------------------------------- security
   AuthConfig auth;

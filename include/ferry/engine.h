@@ -70,6 +70,15 @@ struct SubmitResult {
   absl::Status status;
   std::vector<absl::Status> per_request;
   std::vector<TaskId> tasks;
+  // With a notification (Submit with NotifyOptions, SendNotify): its task,
+  // a task of the batch like the others and the batch's last: PENDING until
+  // sent; COMPLETED once its SEND's success CQE is polled (the peer's RNIC
+  // placed it: N5); FAILED when a request of the Submit did not complete
+  // (then nothing is sent: N2) or the SEND failed for good; TIMEOUT at the
+  // Submit's deadline; CANCELED by Cancel. `notify_seq` is the sequence
+  // number the receiver's Notification::seq carries.
+  std::optional<TaskId> notify_task;
+  uint64_t notify_seq = 0;
 };
 
 // The production environment Engine::Create(config, RealEnvOptions) builds
@@ -181,6 +190,28 @@ class FERRY_EXPORT Engine {
   // are resolved from the descriptor the segment holds at this call, even
   // while a refetch of it is in flight (see GetSegmentInfo).
   SubmitResult Submit(BatchId batch, absl::Span<const Request> requests);
+  // The same, and once every request of this call has COMPLETED, a
+  // notification to the segment they address (all must address one
+  // segment: else kInvalidArgument and nothing enqueued). Sent on a SEND
+  // after the last data CQE, so the peer sees it only after all the data
+  // is placed (N1). Errors besides Submit's: kFailedPrecondition when
+  // notify_recv_slots is 0; kInvalidArgument for a message over
+  // kNotifyMessageBytesMax; kResourceExhausted when 64 notifications to
+  // that peer are not terminal yet, or the engine's send slots are all in
+  // use (retry once some are terminal). The notification takes one task of
+  // the batch's capacity.
+  SubmitResult Submit(BatchId batch, absl::Span<const Request> requests,
+                      const NotifyOptions& notify);
+  // A notification alone (no data) to `segment`, as a task of `batch`.
+  SubmitResult SendNotify(BatchId batch, SegmentHandle segment, std::string_view message);
+
+  // ---------------------------------------------------------- notifications
+  // Up to `max` notifications delivered to this engine, oldest first
+  // (each at most once: N3). Never blocks.
+  std::vector<Notification> PollNotifies(size_t max);
+  // Blocking helper: waits until a notification is there or timeout_ns
+  // passed, then returns up to `max` (empty on timeout).
+  std::vector<Notification> WaitNotifies(size_t max, uint64_t timeout_ns);
 
   // Status of one task. Tasks are never reported terminal early (C1).
   // Errors: kNotFound (unknown batch). An index never submitted -> INVALID.

@@ -11,6 +11,7 @@
 #define FERRY_INCLUDE_FERRY_TYPES_H_
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -92,6 +93,31 @@ struct Request {
   uint64_t length_bytes = 0;
   SegmentHandle segment;
   uint64_t remote_addr = 0;
+};
+
+// ------------------------------------------------------------ notifications
+// Most bytes a notification's message may carry.
+inline constexpr size_t kNotifyMessageBytesMax = 4096;
+
+// Engine::Submit with a notification: once every request of this Submit
+// has COMPLETED, the engine sends `message` (<= kNotifyMessageBytesMax
+// bytes) to the segment the requests address (docs/design.md section 4,
+// "Notifications"; N1-N5 in docs/contract.md).
+struct NotifyOptions {
+  std::string message;
+};
+
+// A notification delivered to this engine (Engine::PollNotifies): who sent
+// it (the sender's control address "host:port" and process incarnation),
+// its sequence number in the sender's space for this receiver (a
+// notification is delivered at most once per (incarnation, seq)), the
+// sender's batch id (0: SendNotify), and the message.
+struct Notification {
+  std::string from;
+  uint64_t incarnation = 0;
+  uint64_t seq = 0;
+  uint64_t batch = 0;
+  std::string message;
 };
 
 // ------------------------------------------------------------ descriptors

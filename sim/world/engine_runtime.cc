@@ -68,8 +68,9 @@ class SimRuntime::WorkerActor final : public sim::Actor {
     if (ws_.poll_now && rt_->wake_ == WakeModel::kSpin) return true;
     if (ws_.deadline_ns && *ws_.deadline_ns <= rt_->fabric_->NowNs()) return true;
     if (rt_->engine_->InboxSize(w_) > 0) return true;
-    // kCqe: WRs outstanding make a poll due once a CQE is there.
-    return ws_.poll_now && rt_->fabric_->OwnerCqReady(rt_->first_actor_ + w_);
+    // kCqe: WRs outstanding make a poll due once a CQE is there; posted
+    // receive WRs do under both models (a peer's SEND completes them).
+    return (ws_.poll_now || ws_.recv_posted) && rt_->fabric_->OwnerCqReady(rt_->first_actor_ + w_);
   }
   uint64_t Step() override {
     first_ = false;

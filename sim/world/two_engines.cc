@@ -125,21 +125,6 @@ class TwoEngines::FaultActor final : public sim::Actor {
 // Brackets what the world's driver (not a scheduler actor) does, so a
 // readable trace attributes it to "main" (sim/world/trace_format.h). Inside
 // a fault actor step it adds nothing: the step is already attributed.
-class TwoEngines::MainScope {
- public:
-  explicit MainScope(TwoEngines* w) : w_(w->fault_steps_ == 0 ? w : nullptr) {
-    w->main_touched_ = true;
-    if (w_ != nullptr) w_->trace_.Event("main.begin");
-  }
-  ~MainScope() {
-    if (w_ != nullptr) w_->trace_.Event("main.end");
-  }
-  MainScope(const MainScope&) = delete;
-  MainScope& operator=(const MainScope&) = delete;
-
- private:
-  TwoEngines* w_;
-};
 
 TwoEngines::TwoEngines(uint64_t seed, sim::NetPlan plan, const base::Mutations& mutations,
                        EngineConfig config, sim::FabricConfig fabric_config, WorldOptions options)
@@ -420,22 +405,32 @@ SubmitResult TwoEngines::Submit(uint32_t h, BatchId batch, const std::vector<Req
   engine::SteppedEngine& e = *hosts_[h].engine;
   SubmitResult sr = e.Submit(batch, absl::MakeConstSpan(reqs));
   if (!sr.status.ok()) return sr;
-  for (size_t i = 0; i < sr.tasks.size(); ++i) {
-    Tracked t;
-    t.host = h;
-    t.incarnation = hosts_[h].incarnation;
-    t.id = sr.tasks[i];
-    t.label = tracked_.size() + 1;
-    t.addr = reinterpret_cast<const uint8_t*>(reqs[i].local_addr);
-    t.len = reqs[i].length_bytes;
-    t.task = e.TaskOf(t.id);
-    FERRY_CHECK(t.task != nullptr);
-    t.slice_final.assign(t.task->slice_count(), false);
-    fabric_.shadow().Claim(t.addr, t.len, t.label, absl::StrCat("h", h, " task ", t.label));
-    open_.push_back(tracked_.size());
-    tracked_.push_back(std::move(t));
-  }
+  for (size_t i = 0; i < sr.tasks.size(); ++i)
+    TrackTask(h, sr.tasks[i], reinterpret_cast<const uint8_t*>(reqs[i].local_addr),
+              reqs[i].length_bytes, reqs[i].opcode,
+              reinterpret_cast<const uint8_t*>(reqs[i].remote_addr), false);
   return sr;
+}
+
+void TwoEngines::TrackTask(uint32_t h, TaskId id, const uint8_t* addr, uint64_t len, OpKind op,
+                           const uint8_t* remote, bool notify) {
+  engine::SteppedEngine& e = *hosts_[h].engine;
+  Tracked t;
+  t.host = h;
+  t.incarnation = hosts_[h].incarnation;
+  t.id = id;
+  t.label = tracked_.size() + 1;
+  t.addr = addr;
+  t.len = len;
+  t.op = op;
+  t.remote = remote;
+  t.notify = notify;
+  t.task = e.TaskOf(t.id);
+  FERRY_CHECK(t.task != nullptr);
+  t.slice_final.assign(t.task->slice_count(), false);
+  fabric_.shadow().Claim(t.addr, t.len, t.label, absl::StrCat("h", h, " task ", t.label));
+  open_.push_back(tracked_.size());
+  tracked_.push_back(std::move(t));
 }
 
 // Oracle rules judged at the engine's own events, on its step, before
@@ -443,6 +438,10 @@ SubmitResult TwoEngines::Submit(uint32_t h, BatchId batch, const std::vector<Req
 // on): which task a "timeout" is about, and whether the WR behind each
 // "timeout_retire" still exists (C3).
 void TwoEngines::OnEngineEvent(uint32_t h, const LifecycleRecord& r, const engine::Task* task) {
+  if (r.kind == "notify_delivered") {
+    OnNotifyDelivered(h, r);
+    return;
+  }
   if (r.kind == "req_recv" || r.kind == "ep_retire") {
     CheckStaleAccept(h, r);
     return;

@@ -245,10 +245,41 @@ class TwoEngines {
     // Fabric post count at the last posted_after_latch check: WRs posted
     // before it were already judged (a WR never becomes unconsumed again).
     uint64_t latch_checked_posts = 0;
+    // What the RNIC writes for it: a READ its local range, a WRITE the
+    // peer's [remote, remote + len) (the notification oracle's overlap
+    // test); a notification's task writes nothing remote.
+    OpKind op = OpKind::kRead;
+    const uint8_t* remote = nullptr;
+    bool notify = false;
+  };
+  // A notification the world submitted, and what its deliveries are judged
+  // against (OnNotifyDelivered): N1 every WRITE of its Submit placed at the
+  // receiver, N2 every data task COMPLETED at the sender, N3 once.
+  struct TrackedNotify {
+    uint32_t host = 0;         // the sender
+    uint32_t to = 0;           // the receiver
+    uint64_t incarnation = 0;  // the sender engine's
+    uint64_t seq = 0;
+    size_t notify = 0;         // tracked_ index of the notification task
+    std::vector<size_t> data;  // tracked_ indices of the Submit's data tasks
+    struct Write {
+      size_t tracked = 0;
+      std::vector<uint8_t> bytes;  // the local bytes at submit
+    };
+    std::vector<Write> writes;
+    uint32_t delivered = 0;
+    uint32_t writes_unjudged = 0;  // deliveries' WRITEs another task overlapped
   };
 
   // Submits through host h's engine and tracks each accepted task.
   SubmitResult Submit(uint32_t h, BatchId batch, const std::vector<Request>& reqs);
+  // A Submit with a notification (SendNotify when `reqs` is empty) from
+  // host h to host `to`'s segment `seg` (every request must address it):
+  // tracked as Submit, the notification's task too (its send slot is
+  // claimed in the ground truth), and each delivery judged (TrackedNotify).
+  SubmitResult SubmitNotify(uint32_t h, BatchId batch, const std::vector<Request>& reqs,
+                            uint32_t to, SegmentHandle seg, std::string_view message);
+  const std::vector<TrackedNotify>& notifies() const { return notifies_; }
   // Cancels through host h's engine and records a "cancel" oracle record
   // (key "task <label>", a: 1 when accepted) in host h's event order.
   absl::Status Cancel(uint32_t h, TaskId id);
@@ -313,6 +344,12 @@ class TwoEngines {
   void CheckQuotas(uint64_t hosts = kAllHosts);
   void ApplyFault(const WorldFault& f);
   void OnEngineEvent(uint32_t h, const LifecycleRecord& r, const engine::Task* task);
+  // Tracks one accepted task of host h (local range addr/len).
+  void TrackTask(uint32_t h, TaskId id, const uint8_t* addr, uint64_t len, OpKind op,
+                 const uint8_t* remote, bool notify);
+  // A "notify_delivered" record of host h (two_engines_notify.cc).
+  void OnNotifyDelivered(uint32_t h, const LifecycleRecord& r);
+  bool OverlapsOther(const TrackedNotify& n, const uint8_t* p, uint64_t len) const;
   void CheckStaleAccept(uint32_t h, const LifecycleRecord& r);
   void CheckIdleEviction(uint32_t h, const LifecycleRecord& r);
   void StopFaults();
@@ -347,6 +384,7 @@ class TwoEngines {
   uint32_t restarts_ = 0;
   sim::RunResult last_run_;
   std::vector<Tracked> tracked_;
+  std::vector<TrackedNotify> notifies_;
   std::vector<size_t> open_;  // tracked_ indices not yet published (nor dead)
   uint64_t oracle_steps_ = 0;
   // Set by MainScope and at the start of RunUntil: code outside an actor
@@ -383,6 +421,24 @@ class TwoEngines {
   uint64_t fault_seq_ = 0;
   uint32_t fault_steps_ = 0;  // > 0 while the fault actor steps
   WorldCounters counters_;
+};
+
+// Code that runs outside an actor step (a driver's Submit, Cancel, ...):
+// traced, and the next OracleStep judges every host.
+class TwoEngines::MainScope {
+ public:
+  explicit MainScope(TwoEngines* w) : w_(w->fault_steps_ == 0 ? w : nullptr) {
+    w->main_touched_ = true;
+    if (w_ != nullptr) w_->trace_.Event("main.begin");
+  }
+  ~MainScope() {
+    if (w_ != nullptr) w_->trace_.Event("main.end");
+  }
+  MainScope(const MainScope&) = delete;
+  MainScope& operator=(const MainScope&) = delete;
+
+ private:
+  TwoEngines* w_;
 };
 
 // Workload helpers shared by the swarm and the scenario tests.
