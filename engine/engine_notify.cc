@@ -26,8 +26,8 @@ absl::Status EngineImpl::SetUpNotify() {
                         config_.endpoint_store_capacity * config_.workers * contexts_.size();
   if (recv + engine::kNotifySendSlots > UINT32_MAX)
     return absl::InvalidArgumentError("notify_recv_slots: the receive slots do not fit 2^32");
-  notify_slots_ = std::make_unique<engine::NotifySlots>(engine::kNotifySendSlots,
-                                                        static_cast<uint32_t>(recv));
+  notify_slots_ =
+      std::make_unique<engine::NotifySlots>(engine::kNotifySendSlots, static_cast<uint32_t>(recv));
   // Local write only: no peer can address the arena; the RNIC writes the
   // receive slots and reads the send slots.
   for (auto& c : contexts_) {
@@ -53,16 +53,16 @@ absl::Status EngineImpl::CheckNotify(const Batch& b, absl::Span<const Request> r
   }
   if (!segments_.contains(n.segment.id)) return absl::NotFoundError("unknown segment");
   if (b.tasks.size() + requests.size() + 1 > b.capacity)
-    return absl::InvalidArgumentError(
-        absl::StrCat("batch capacity ", b.capacity, ": ", b.tasks.size(), " tasks, ",
-                     requests.size(), " requests and a notification do not fit"));
+    return absl::InvalidArgumentError(absl::StrCat("batch capacity ", b.capacity, ": ",
+                                                   b.tasks.size(), " tasks, ", requests.size(),
+                                                   " requests and a notification do not fit"));
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::shared_ptr<TaskRoute>> EngineImpl::NotifyRouteOf(BatchId batch,
-                                                                      const NotifyRequest& n,
-                                                                      uint32_t index, uint64_t now,
-                                                                      uint64_t* seq) {
+                                                                     const NotifyRequest& n,
+                                                                     uint32_t index, uint64_t now,
+                                                                     uint64_t* seq) {
   std::optional<uint32_t> slot = notify_slots_->Take(engine::NotifySlots::Pool::kSend);
   if (!slot.has_value())
     return absl::ResourceExhaustedError(absl::StrCat(

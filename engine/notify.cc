@@ -111,7 +111,8 @@ NotifyInbox::Verdict NotifyInbox::Deliver(Notification n) {
   }
   const NotifyDedup::Verdict v = it->second.Admit(n.incarnation, n.seq);
   // Test-only (N3): a resend whose first SEND landed is delivered again.
-  const bool no_dedup = mutations_ != nullptr && mutations_->on(base::Mutation::kEngineNotifyNoDedup);
+  const bool no_dedup =
+      mutations_ != nullptr && mutations_->on(base::Mutation::kEngineNotifyNoDedup);
   if (v == NotifyDedup::Verdict::kDuplicate && !no_dedup) {
     ++stats_.duplicates;
     return Verdict::kDuplicate;

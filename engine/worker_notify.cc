@@ -50,8 +50,8 @@ void Worker::PostRecvs(Endpoint* ep, uint32_t qi, uint32_t n) {
     hal::RecvWr wr;
     wr.wr_id = EncodeRecvWrId(RecvWrId{q.uid, *slot});
     wr.num_sge = 1;
-    wr.sg_list[0] = hal::Sge{slots->Addr(*slot), static_cast<uint32_t>(kNotifySlotBytes),
-                             keys->lkey};
+    wr.sg_list[0] =
+        hal::Sge{slots->Addr(*slot), static_cast<uint32_t>(kNotifySlotBytes), keys->lkey};
     const hal::PostResult r = env_->verbs->PostRecv(q.qp.get(), absl::MakeConstSpan(&wr, 1));
     if (!r.status.ok()) {
       if (quota) FERRY_CHECK(ledger.Unreserve(q.qp.get(), 1).ok());

@@ -91,10 +91,9 @@ void TwoEngines::OnNotifyDelivered(uint32_t h, const LifecycleRecord& r) {
     if (t.dead) continue;
     const TaskStatus st = t.task->status();
     if (st == TaskStatus::kCompleted) continue;
-    Fail(absl::StrCat(st == TaskStatus::kPending ? "notify_before_completed: "
-                                                 : "notify_on_failed_batch: ",
-                      what, " while its task ", t.label, " is ", std::string(TaskStatusName(st)),
-                      " at the sender"));
+    Fail(absl::StrCat(
+        st == TaskStatus::kPending ? "notify_before_completed: " : "notify_on_failed_batch: ", what,
+        " while its task ", t.label, " is ", std::string(TaskStatusName(st)), " at the sender"));
     return;
   }
 }
