@@ -40,8 +40,8 @@ absl::Status CheckQueues(const EngineConfig& c) {
   if (c.notify_recv_slots > kNotifyRecvSlotsMax)
     return Bad("notify_recv_slots = %u: at most %u", c.notify_recv_slots, kNotifyRecvSlotsMax);
   // Receive WRs hold CQ quota as send WRs do (C4, N4).
-  const uint64_t per_cq = (uint64_t{c.wr_depth} + c.notify_recv_slots) * c.qps_per_endpoint *
-                          c.EndpointsPerCq();
+  const uint64_t per_cq =
+      (uint64_t{c.wr_depth} + c.notify_recv_slots) * c.qps_per_endpoint * c.EndpointsPerCq();
   if (per_cq > c.cqe_limit)
     return Bad(
         "(wr_depth (%u) + notify_recv_slots (%u)) x qps_per_endpoint (%u) x endpoints per CQ (%u) "

@@ -92,8 +92,8 @@ struct DataQp {
   hal::QpState state = hal::QpState::kReset;  // as we last moved it
   std::deque<uint32_t> fifo;                  // slots of posted WRs, in post order
   std::deque<uint32_t> recv;  // notification slots of posted receive WRs, in post order
-  bool destroyed = false;                     // DestroyQp returned OK
-  bool released = false;                      // empty poll after destroy done
+  bool destroyed = false;     // DestroyQp returned OK
+  bool released = false;      // empty poll after destroy done
   uint32_t destroy_failures = 0;
   uint64_t first_destroy_fail_ns = 0;  // when the first destroy failed
   uint64_t next_destroy_ns = 0;

@@ -686,7 +686,7 @@ std::shared_ptr<engine::TaskRoute> EngineImpl::RouteOf(const Request& r, uint32_
 }
 
 SubmitResult EngineImpl::Submit(BatchId batch, absl::Span<const Request> requests,
-                               const NotifyRequest* notify) {
+                                const NotifyRequest* notify) {
   SubmitResult out;
   std::vector<std::pair<uint32_t, std::shared_ptr<TaskRoute>>> routed;
   {

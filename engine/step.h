@@ -116,10 +116,10 @@ struct WorkerStats {
   uint64_t win_refusals = 0;     // WINREQs refused (target side: not offered, no bind)
   uint64_t windowed_failed = 0;  // slices failed unposted: the peer refused their windows
   // Notifications (engine/notify.h).
-  uint64_t recv_posted = 0;        // receive WRs posted
-  uint64_t recv_short = 0;         // receive WRs not posted: no slot or no quota left
-  uint64_t notify_received = 0;    // receive CQEs with a notification handed to the engine
-  uint64_t recv_errors = 0;        // receive CQEs with an error (flushes included)
+  uint64_t recv_posted = 0;      // receive WRs posted
+  uint64_t recv_short = 0;       // receive WRs not posted: no slot or no quota left
+  uint64_t notify_received = 0;  // receive CQEs with a notification handed to the engine
+  uint64_t recv_errors = 0;      // receive CQEs with an error (flushes included)
 };
 
 }  // namespace ferry::engine

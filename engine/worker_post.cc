@@ -214,7 +214,7 @@ void Worker::FillWr(ChainEntry& e, Endpoint* ep, uint32_t qi, Context* rc, hal::
   // Every field the chain varies is set; sg_list[1..] and imm_data keep the
   // zeroes they were constructed with.
   wr.wr_id = EncodeWrId(WrId{e.slot, s.generation});
-  wr.opcode = e.p.route->send                 ? hal::Opcode::kSend
+  wr.opcode = e.p.route->send                  ? hal::Opcode::kSend
               : e.p.route->op == OpKind::kRead ? hal::Opcode::kRdmaRead
                                                : hal::Opcode::kRdmaWrite;
   wr.send_flags = hal::kSendSignaled;
