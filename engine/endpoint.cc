@@ -201,7 +201,10 @@ bool Endpoint::RetireStep(uint64_t now_ns, uint64_t backoff_min_ns, uint64_t bac
   for (DataQp& q : qps_) {
     if (q.destroyed) continue;
     const bool never_connected = q.state == hal::QpState::kReset || q.state == hal::QpState::kInit;
-    const bool drained = q.fifo.empty() || now_ns >= drain_deadline_ns_;
+    // Receive WRs too: a receive CQE not polled before the destroy is gone
+    // (mlx5 cleans the QP's CQEs out of the CQ), and with it a
+    // notification its sender already saw COMPLETED.
+    const bool drained = (q.fifo.empty() && q.recv.empty()) || now_ns >= drain_deadline_ns_;
     if (!never_connected && !drained) {
       all = false;
       continue;
@@ -234,7 +237,8 @@ std::optional<uint64_t> Endpoint::NextRetireNs() const {
   std::optional<uint64_t> t;
   for (const DataQp& q : qps_) {
     if (q.destroyed) continue;
-    uint64_t at = std::max(q.next_destroy_ns, q.fifo.empty() ? 0 : drain_deadline_ns_);
+    uint64_t at =
+        std::max(q.next_destroy_ns, q.fifo.empty() && q.recv.empty() ? 0 : drain_deadline_ns_);
     if (!t || at < *t) t = at;
   }
   return t;

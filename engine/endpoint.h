@@ -18,7 +18,9 @@
 // - A QP with posted WRs is never moved to RESET; QPs that never left
 //   RESET/INIT are destroyed directly, the others are moved to ERR first.
 // - A QP's FIFO holds exactly the WRs posted on it that have no evidence
-//   yet; its size never exceeds the depth (wr_depth).
+//   yet; its size never exceeds the depth (wr_depth). Its `recv` deque
+//   does the same for receive WRs; a retiring QP is destroyed once both
+//   drained (or the drain deadline passed).
 // - A QP whose destroy failed keeps its handle, its FIFO and its quota
 //   (C4); the destroy is retried with capped doubling backoff.
 #ifndef FERRY_ENGINE_ENDPOINT_H_
@@ -91,7 +93,9 @@ struct DataQp {
   uint32_t sq_psn = 0;                        // our starting PSN (random)
   hal::QpState state = hal::QpState::kReset;  // as we last moved it
   std::deque<uint32_t> fifo;                  // slots of posted WRs, in post order
-  std::deque<uint32_t> recv;  // notification slots of posted receive WRs, in post order
+  // Posted receive WRs in post order: (notification slot, receive seq).
+  std::deque<std::pair<uint32_t, uint32_t>> recv;
+  uint32_t recv_seq = 0;  // of the next receive WR posted on this QP
   bool destroyed = false;     // DestroyQp returned OK
   bool released = false;      // empty poll after destroy done
   uint32_t destroy_failures = 0;

@@ -120,6 +120,7 @@ struct WorkerStats {
   uint64_t recv_short = 0;       // receive WRs not posted: no slot or no quota left
   uint64_t notify_received = 0;  // receive CQEs with a notification handed to the engine
   uint64_t recv_errors = 0;      // receive CQEs with an error (flushes included)
+  uint64_t recv_abandoned = 0;   // receive WRs still posted at their QP's destroy evidence
 };
 
 }  // namespace ferry::engine

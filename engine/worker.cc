@@ -188,7 +188,7 @@ WaitSet Worker::WaitSetNow() {
     }
     bool reclaimable = true;
     for (const DataQp& q : ep->qps()) {
-      if (!q.released && (q.destroyed || !q.fifo.empty())) ws.poll_now = true;
+      if (!q.released && (q.destroyed || !q.fifo.empty() || !q.recv.empty())) ws.poll_now = true;
       reclaimable = reclaimable && q.destroyed && q.released;
     }
     // Released after this step's reclaim phase ran (phases are permuted):

@@ -8,7 +8,8 @@
 //   ReleaseRecvSlots the slots): the RNIC writes a slot only while it is
 //   posted, and the receive CQEs never overrun the CQ (N4, C4).
 // - A QP's receive CQEs complete in post order (RC receive queue), flushes
-//   included: the CQE's slot is the front of the QP's `recv` deque.
+//   included: a CQE is applied only when its receive seq is the front of
+//   the QP's `recv` deque (anything else is a stale duplicate: dropped).
 // - A receive WR is re-posted only on an endpoint that is not retiring and
 //   only after a successful receive (a flush means the QP is in ERR; rxe
 //   would keep a WR posted in ERR unflushed until the next ERR).
@@ -48,7 +49,7 @@ void Worker::PostRecvs(Endpoint* ep, uint32_t qi, uint32_t n) {
       return;
     }
     hal::RecvWr wr;
-    wr.wr_id = EncodeRecvWrId(RecvWrId{q.uid, *slot});
+    wr.wr_id = EncodeRecvWrId(RecvWrId{q.uid, q.recv_seq});
     wr.num_sge = 1;
     wr.sg_list[0] =
         hal::Sge{slots->Addr(*slot), static_cast<uint32_t>(kNotifySlotBytes), keys->lkey};
@@ -59,7 +60,7 @@ void Worker::PostRecvs(Endpoint* ep, uint32_t qi, uint32_t n) {
       stats_.recv_short += n - i;
       return;
     }
-    q.recv.push_back(*slot);
+    q.recv.emplace_back(*slot, q.recv_seq++);
     recv_held_ += quota ? 1 : 0;
     ++stats_.recv_posted;
   }
@@ -72,13 +73,19 @@ void Worker::PostRecvsAll(Endpoint* ep) {
 void Worker::HandleRecvCqe(const hal::WorkCompletion& wc) {
   const RecvWrId id = DecodeRecvWrId(wc.wr_id);
   auto it = qp_by_uid_.find(id.qp_uid);
-  FERRY_CHECK(it != qp_by_uid_.end());  // a QP's CQEs end before its evidence
+  // A duplicate of a CQE whose WR is gone (its QP released, or a later
+  // receive WR at the head): dropped, like a send CQE of another
+  // generation. Receive CQEs of one QP otherwise keep post order.
+  if (it == qp_by_uid_.end() || it->second.ep->qps()[it->second.index].released ||
+      it->second.ep->qps()[it->second.index].recv.empty() ||
+      it->second.ep->qps()[it->second.index].recv.front().second != id.seq) {
+    ++stats_.stale_cqes;
+    return;
+  }
   Endpoint* ep = it->second.ep;
   const uint32_t qi = it->second.index;
   DataQp& q = ep->qps()[qi];
-  FERRY_CHECK(!q.released);
-  FERRY_CHECK(!q.recv.empty());
-  FERRY_CHECK_EQ(q.recv.front(), id.slot);  // receive CQEs keep post order
+  const uint32_t slot = q.recv.front().first;
   q.recv.pop_front();
   if (!Mut(base::Mutation::kEngineNotifyRecvNoQuota)) {
     FERRY_CHECK(Ledger(ep->cq()).ReleaseOnCqe(it->second.qp).ok());
@@ -90,9 +97,9 @@ void Worker::HandleRecvCqe(const hal::WorkCompletion& wc) {
     ++stats_.notify_received;
     const uint32_t len = std::min<uint32_t>(wc.byte_len, kNotifySlotBytes);
     env_->notify_received(id_, ep->peer_path(),
-                          absl::MakeConstSpan(env_->notify_slots->Data(id.slot), len));
+                          absl::MakeConstSpan(env_->notify_slots->Data(slot), len));
   }
-  env_->notify_slots->Give(id.slot);
+  env_->notify_slots->Give(slot);
   if (!ok) {
     ++stats_.recv_errors;
     const Key key{ep->context(), ep->peer_path()};
@@ -107,10 +114,20 @@ void Worker::HandleRecvCqe(const hal::WorkCompletion& wc) {
 
 void Worker::ReleaseRecvSlots(DataQp& q) {
   const bool quota = !Mut(base::Mutation::kEngineNotifyRecvNoQuota);
+  // Receive WRs that never completed: the QP was destroyed before their
+  // flush (or a late success) was polled: the drain deadline passed, or
+  // the zombie cap or a CQ or device failure cut the drain short. One of
+  // them may have held a notification its sender saw COMPLETED
+  // (docs/contract.md N5): counted and recorded, never silent.
+  if (!q.recv.empty()) {
+    stats_.recv_abandoned += q.recv.size();
+    if (env_->observer != nullptr)
+      env_->observer->OnEvent(id_, "recv_abandoned", "", q.qpn, q.recv.size());
+  }
   // Bounded by the receive depth; the ledger returned their quota with the
   // QP's (destroy + empty poll) or dropped it with the CQ.
   while (!q.recv.empty()) {
-    env_->notify_slots->Give(q.recv.front());
+    env_->notify_slots->Give(q.recv.front().first);
     q.recv.pop_front();
     if (quota) {
       FERRY_CHECK_GT(recv_held_, 0u);

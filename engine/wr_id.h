@@ -44,19 +44,21 @@ constexpr bool WrIdMatches(uint64_t raw, uint32_t slot, uint32_t current_generat
 }
 
 // A receive WR's id (notifications): bit 63 set, the QP's uid in bits
-// 32-62 and the notification slot in bits 0-31. A send WR's slot stays
-// below 2^31 (AllocSlot checks), so bit 63 tells the two apart: a flushed
+// 32-62 and the QP's receive sequence number in bits 0-31 (a CQE whose
+// seq is not the QP's oldest posted receive is a stale duplicate, dropped
+// like a send CQE of another generation). A send WR's slot stays below
+// 2^31 (AllocSlot checks), so bit 63 tells the two apart: a flushed
 // receive CQE carries its wr_id but no meaningful opcode.
 inline constexpr uint64_t kRecvWrIdBit = uint64_t{1} << 63;
 inline constexpr uint64_t kRecvQpUidMax = (uint64_t{1} << 31) - 1;
 struct RecvWrId {
   uint64_t qp_uid = 0;
-  uint32_t slot = 0;
+  uint32_t seq = 0;
   friend constexpr bool operator==(RecvWrId, RecvWrId) = default;
 };
 constexpr bool IsRecvWrId(uint64_t raw) { return (raw & kRecvWrIdBit) != 0; }
 constexpr uint64_t EncodeRecvWrId(RecvWrId id) {
-  return kRecvWrIdBit | ((id.qp_uid & kRecvQpUidMax) << 32) | uint64_t{id.slot};
+  return kRecvWrIdBit | ((id.qp_uid & kRecvQpUidMax) << 32) | uint64_t{id.seq};
 }
 constexpr RecvWrId DecodeRecvWrId(uint64_t raw) {
   return RecvWrId{(raw >> 32) & kRecvQpUidMax, static_cast<uint32_t>(raw & 0xffffffffu)};

@@ -49,14 +49,16 @@ void ShadowMemory::Claim(const void* addr, size_t len, uint64_t task_id, std::st
          static_cast<uint32_t>(owners_.size() - 1));
 }
 
-void ShadowMemory::Release(const void* addr, size_t len) {
+void ShadowMemory::Release(const void* addr, size_t len, std::optional<uint64_t> only_task) {
   if (len == 0) return;
   const uint64_t first = FirstGranule(addr);
   const uint64_t end = EndGranule(addr, len);
   SplitAt(first);
   SplitAt(end);
   for (auto it = map_.lower_bound(first); it != map_.end() && it->first < end; ++it) {
-    if (it->second.state == ShadowState::kOwned) it->second.state = ShadowState::kReleased;
+    if (it->second.state != ShadowState::kOwned) continue;
+    if (only_task && owners_[it->second.owner].task_id != *only_task) continue;
+    it->second.state = ShadowState::kReleased;
   }
 }
 

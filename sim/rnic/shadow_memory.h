@@ -49,7 +49,11 @@ class ShadowMemory {
   void Claim(const void* addr, size_t len, uint64_t task_id, std::string_view label);
   // The owner published: granules become Released (the owner is kept so a
   // later touch names it). Untracked granules stay untracked.
-  void Release(const void* addr, size_t len);
+  // With `only_task`, only the granules that task owns: a buffer the
+  // engine handed to a new task before the oracle saw the old one publish
+  // (a notification's send slot, returned at the publish and taken by the
+  // next Submit in the same driver call) stays the new task's.
+  void Release(const void* addr, size_t len, std::optional<uint64_t> only_task = std::nullopt);
   // A target fenced the range (remote side); `why` names the fence.
   void Fence(const void* addr, size_t len, uint64_t task_id, std::string_view why);
   // Stops tracking the range.

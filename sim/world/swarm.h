@@ -137,6 +137,13 @@ struct SwarmOptions {
   // before windows existed, so the named regressions found then replay
   // the runs they were found in (ferry-sim: --windows off).
   bool windows = true;
+  // Notifications (part of the replay key; ferry-sim --notify on): the
+  // engines post receive WRs (notify_recv_slots 2, rnr retries 3) and
+  // every Submit of a new batch carries a notification to its peer, each
+  // delivery judged by the oracle (N1-N3) and every COMPLETED one checked
+  // delivered at the end (N5). Off by default, so every seed found before
+  // notifications replays.
+  bool notify = false;
 };
 
 struct SwarmReport {

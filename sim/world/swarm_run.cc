@@ -110,8 +110,9 @@ class Run {
       m.revocable = true;
       for (uint32_t h = 0; h < shape_.hosts; ++h) wo.host_memory[h] = m;
     }
-    w_ =
-        std::make_unique<TwoEngines>(seed_, plan_.world.net, o_.mutations, shape_.Config(), fc, wo);
+    EngineConfig config = shape_.Config();
+    if (o_.notify) EnableNotify(&config);
+    w_ = std::make_unique<TwoEngines>(seed_, plan_.world.net, o_.mutations, config, fc, wo);
     Verdict(Body());
     Collect();
   }
@@ -160,6 +161,12 @@ class Run {
     if (std::string e = random_ ? Wave2Random() : Wave2Fixed(); !e.empty()) return e;
     if (random_) {
       if (std::string e = Wave3Rails(); !e.empty()) return e;
+    }
+    if (o_.notify) {
+      // N5: a notification COMPLETED at its sender was delivered, once the
+      // receiver polled its CQ (a restarted receiver excepted).
+      w.RunUntil([&] { return w.NotifiesUndelivered().empty(); }, 100'000'000);
+      if (std::string u = w.NotifiesUndelivered(); !u.empty()) return Safe(u);
     }
     if (std::string l = w.ShutdownAndCheckLeaks(); !l.empty()) {
       if (std::string v = w.OracleAndViolations(); !v.empty())
@@ -573,15 +580,28 @@ class Run {
     return it;
   }
 
-  // `capacity`: the batch's (0: the workload's, batch_max or 16).
+  // Notification mode: receive slots, bounded RNR retries, and the CQ
+  // sized for the receive WRs' quota too.
+  static void EnableNotify(EngineConfig* c) {
+    c->notify_recv_slots = 2;
+    c->qp_rnr_retries = 3;
+    const uint64_t need =
+        (uint64_t{c->wr_depth} + c->notify_recv_slots) * c->qps_per_endpoint * c->EndpointsPerCq();
+    c->cqe_limit = static_cast<uint32_t>(std::max<uint64_t>(c->cqe_limit, need));
+    ++c->batch_capacity_max;  // the notification's task
+  }
+
+  // A new batch (the workload's capacity, batch_max or 16; one more for
+  // the notification in notification mode).
   std::string Submit(uint32_t h, uint32_t peer, SegmentHandle seg, std::vector<Item> batch_items) {
-    auto batch = w_->host(h).engine->AllocateBatch(random_ ? shape_.batch_max : 16);
+    const uint32_t capacity = (random_ ? shape_.batch_max : 16) + (o_.notify ? 1 : 0);
+    auto batch = w_->host(h).engine->AllocateBatch(capacity);
     if (!batch.ok()) return Live(absl::StrCat("h", h, " batch: ", batch.status().ToString()));
-    return SubmitTo(h, peer, seg, *batch, std::move(batch_items));
+    return SubmitTo(h, peer, seg, *batch, std::move(batch_items), o_.notify);
   }
   // Submit into an existing batch (a task's rail is its index in it).
   std::string SubmitTo(uint32_t h, uint32_t peer, SegmentHandle seg, BatchId batch,
-                       std::vector<Item> batch_items) {
+                       std::vector<Item> batch_items, bool notify = false) {
     TwoEngines& w = *w_;
     std::vector<Request> reqs;
     for (const Item& it : batch_items) {
@@ -593,7 +613,9 @@ class Run {
       reqs.push_back(MakeReqTo(w, h, peer, seg, it.op, it.local_off, it.remote_off, it.len));
     }
     const size_t tracked0 = w.tracked().size();
-    SubmitResult sr = w.Submit(h, batch, reqs);
+    SubmitResult sr = notify ? w.SubmitNotify(h, batch, reqs, peer, seg,
+                                              absl::StrCat("tags from ", batch_items[0].tag))
+                             : w.Submit(h, batch, reqs);
     if (!sr.status.ok()) {
       // A segment opened before the peer restarted may be refused: that is
       // the engine's answer, not a broken contract. Nothing was enqueued.

@@ -277,7 +277,7 @@ absl::Status TwoEngines::Restart(uint32_t h) {
   for (Tracked& t : tracked_) {
     if (t.host != h || t.dead || t.incarnation != hs.incarnation) continue;
     t.dead = true;
-    if (t.published == TaskStatus::kPending) fabric_.shadow().Release(t.addr, t.len);
+    if (t.published == TaskStatus::kPending) fabric_.shadow().Release(t.addr, t.len, t.label);
   }
   ++restarts_;
   ++hs.incarnation;
@@ -710,7 +710,7 @@ void TwoEngines::CheckTracked(Tracked& t) {
         Fail(absl::StrCat("published_without_evidence: task ", t.label, " published ",
                           std::string(TaskStatusName(st)), " while ", who,
                           " on its buffer has no consumed completion"));
-      fabric_.shadow().Release(t.addr, t.len);
+      fabric_.shadow().Release(t.addr, t.len, t.label);
     }
   } else if (st != t.published) {
     Fail(absl::StrCat("task ", t.label,

@@ -267,6 +267,11 @@ class TwoEngines {
       std::vector<uint8_t> bytes;  // the local bytes at submit
     };
     std::vector<Write> writes;
+    uint32_t to_incarnation = 0;  // the receiver's restarts at submit
+    // The receiver process the sequence number was drawn for (the
+    // segment's descriptor's incarnation: one sequence space each).
+    uint64_t to_engine = 0;
+    size_t to_records = 0;  // the receiver's lifecycle records at submit
     uint32_t delivered = 0;
     uint32_t writes_unjudged = 0;  // deliveries' WRITEs another task overlapped
   };
@@ -280,6 +285,10 @@ class TwoEngines {
   SubmitResult SubmitNotify(uint32_t h, BatchId batch, const std::vector<Request>& reqs,
                             uint32_t to, SegmentHandle seg, std::string_view message);
   const std::vector<TrackedNotify>& notifies() const { return notifies_; }
+  // "" when every notification COMPLETED at its sender was delivered (the
+  // receiver's process unchanged since), else "notify_completed_undelivered:
+  // ..." naming the first that was not.
+  std::string NotifiesUndelivered() const;
   // Cancels through host h's engine and records a "cancel" oracle record
   // (key "task <label>", a: 1 when accepted) in host h's event order.
   absl::Status Cancel(uint32_t h, TaskId id);
@@ -350,6 +359,7 @@ class TwoEngines {
   // A "notify_delivered" record of host h (two_engines_notify.cc).
   void OnNotifyDelivered(uint32_t h, const LifecycleRecord& r);
   bool OverlapsOther(const TrackedNotify& n, const uint8_t* p, uint64_t len) const;
+  bool ReceiverLostCqes(uint32_t h, size_t from) const;
   void CheckStaleAccept(uint32_t h, const LifecycleRecord& r);
   void CheckIdleEviction(uint32_t h, const LifecycleRecord& r);
   void StopFaults();

@@ -28,6 +28,9 @@ SubmitResult TwoEngines::SubmitNotify(uint32_t h, BatchId batch, const std::vect
   n.to = to;
   n.incarnation = e.incarnation();
   n.seq = sr.notify_seq;
+  n.to_incarnation = hosts_[to].incarnation;
+  if (auto info = e.GetSegmentInfo(seg); info.ok()) n.to_engine = info->incarnation;
+  n.to_records = hosts_[to].obs->records().size();
   for (size_t i = 0; i < sr.tasks.size(); ++i) {
     const Request& r = reqs[i];
     const auto* local = reinterpret_cast<const uint8_t*>(r.local_addr);
@@ -47,6 +50,31 @@ SubmitResult TwoEngines::SubmitNotify(uint32_t h, BatchId batch, const std::vect
   return sr;
 }
 
+// The receiver lost CQEs since `from` (docs/contract.md N5): its CQ
+// failed (CQ_ERR: the CQEs in it are gone), its device did (DEVICE_FATAL:
+// closing the device destroys every QP and CQ at once), or it destroyed a
+// QP whose receive WRs had not all completed ("recv_abandoned": a drain
+// cut short by its deadline, the zombie cap or those failures).
+bool TwoEngines::ReceiverLostCqes(uint32_t h, size_t from) const {
+  const auto& r = hosts_[h].obs->records();
+  for (size_t i = from; i < r.size(); ++i)
+    if (r[i].kind == "cq_err" || r[i].kind == "device_fatal" || r[i].kind == "recv_abandoned")
+      return true;
+  return false;
+}
+
+std::string TwoEngines::NotifiesUndelivered() const {
+  for (const TrackedNotify& n : notifies_) {
+    const Tracked& t = tracked_[n.notify];
+    if (n.delivered > 0 || t.dead || hosts_[n.to].incarnation != n.to_incarnation) continue;
+    if (t.task->status() != TaskStatus::kCompleted) continue;
+    if (ReceiverLostCqes(n.to, n.to_records)) continue;
+    return absl::StrCat("notify_completed_undelivered: notification seq ", n.seq, " of h", n.host,
+                        " to h", n.to, " (task ", t.label, ") COMPLETED but never delivered");
+  }
+  return "";
+}
+
 bool TwoEngines::OverlapsOther(const TrackedNotify& n, const uint8_t* p, uint64_t len) const {
   auto overlaps = [p, len](const uint8_t* q, uint64_t qlen) {
     return q != nullptr && q < p + len && p < q + qlen;
@@ -56,14 +84,18 @@ bool TwoEngines::OverlapsOther(const TrackedNotify& n, const uint8_t* p, uint64_
     const Tracked& t = tracked_[i];
     if (t.notify) continue;
     if (t.op == OpKind::kWrite && overlaps(t.remote, t.len)) return true;
-    if (t.op == OpKind::kRead && overlaps(t.addr, t.len)) return true;
+    // A READ writes its local range; the workload fills its remote range
+    // with the bytes to read before it submits.
+    if (t.op == OpKind::kRead && (overlaps(t.addr, t.len) || overlaps(t.remote, t.len)))
+      return true;
   }
   return false;
 }
 
 void TwoEngines::OnNotifyDelivered(uint32_t h, const LifecycleRecord& r) {
   auto it = std::find_if(notifies_.begin(), notifies_.end(), [&](const TrackedNotify& n) {
-    return n.to == h && n.incarnation == r.a && n.seq == r.b;
+    return n.to == h && n.incarnation == r.a && n.seq == r.b &&
+           n.to_engine == hosts_[h].engine->incarnation();
   });
   if (it == notifies_.end()) return;  // not one the world submitted
   TrackedNotify& n = *it;

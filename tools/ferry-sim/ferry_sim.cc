@@ -78,6 +78,9 @@ oracle on after every step, one seeded world and fault plan per seed.
                      a CQE is there (an owner asleep on its completion
                      channels); spin: at every step (the model before
                      session 11; part of the replay key)
+  --notify on|off    off (default); on: engines take notifications and every
+                     new batch carries one, judged at delivery (N1-N3) and
+                     at the end (N5); part of the replay key
   --windows on|off   on (default): the random profile draws whether buffers
                      are revocable (memory windows); off: never (replays a
                      seed found before windows; part of the replay key)
@@ -232,6 +235,9 @@ std::string ParseArgs(int argc, char** argv, Args* a, bool* help) {
     } else if (arg == "--wake") {
       if (!value(&v) || (v != "cqe" && v != "spin")) return "--wake needs cqe or spin";
       a->wake = v == "cqe" ? simworld::WakeModel::kCqe : simworld::WakeModel::kSpin;
+    } else if (arg == "--notify") {
+      if (!value(&v) || (v != "on" && v != "off")) return "--notify needs on or off";
+      a->notify = v == "on";
     } else if (arg == "--windows") {
       if (!value(&v) || (v != "on" && v != "off")) return "--windows needs on or off";
       a->windows = v == "on";

@@ -99,6 +99,7 @@ simworld::SwarmOptions OptionsOf(const Args& a) {
   o.steps_max = a.steps_max;
   o.wake = a.wake;
   o.windows = a.windows;
+  o.notify = a.notify;
   return o;
 }
 
@@ -117,6 +118,7 @@ std::string ReplayCommand(const char* argv0, const Args& a, uint64_t seed) {
   if (a.mode == Mode::kDeterminism) absl::StrAppend(&cmd, " --mode determinism");
   absl::StrAppend(&cmd, " --trace");
   if (!a.windows) absl::StrAppend(&cmd, " --windows off");
+  if (a.notify) absl::StrAppend(&cmd, " --notify on");
   return cmd;
 }
 

@@ -62,6 +62,8 @@ struct Args {
   // --windows off: buffers never revocable (replays a seed found before
   // memory windows).
   bool windows = true;
+  // --notify on: every new batch carries a notification (SwarmOptions::notify).
+  bool notify = false;
   uint32_t jobs = 1;
   uint32_t shard_index = 0, shard_count = 1;
   uint64_t time_budget_s = 0;  // 0: none
