@@ -43,6 +43,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -119,6 +120,9 @@ struct Options {
   uint64_t poll_us = 0;   // real: pause between status polls (0 = block in WaitBatch)
   std::string json_path;  // --json: one JSON object per point, appended
   std::string owner_poll = "adaptive";
+  // --notify: notification round trips (NotifyPingPong below); both sides
+  // take notifications (notify_recv_slots, bounded RNR retries).
+  bool notify = false;
 };
 
 // --help prints this to stdout and exits 0; a usage error prints it to
@@ -136,7 +140,11 @@ void Usage(std::FILE* to) {
                "         [--peer HOST:PORT (initiator)] [--serve_s N (target)]\n"
                "         [--owner_poll blocking|adaptive|busy] [--owner_spin_us N]\n"
                "         [--user_spin_us N] (the threaded runtime's waits, config.h)\n"
-               "       --json FILE: also append one JSON object per point to FILE\n");
+               "       --json FILE: also append one JSON object per point to FILE\n"
+               "       --notify: notification round trips instead (threads 1, WRITE): per\n"
+               "         block, a Submit of --batch WRITEs with a notification, and a\n"
+               "         notification alone (batch 0); the target echoes each one; the\n"
+               "         latency is submit -> echo delivered (one way ~ half of it)\n");
 }
 
 bool ParseList(absl::string_view s, std::vector<uint64_t>* out) {
@@ -158,7 +166,7 @@ std::optional<Options> Parse(int argc, char** argv) {
     if (size_t eq = a.find('='); eq != std::string::npos) {
       v = a.substr(eq + 1);
       a = a.substr(0, eq);
-    } else if (a != "--verify" && a != "--help" && i + 1 < argc) {
+    } else if (a != "--verify" && a != "--help" && a != "--notify" && i + 1 < argc) {
       v = argv[++i];
     }
     uint64_t n = 0;
@@ -166,6 +174,8 @@ std::optional<Options> Parse(int argc, char** argv) {
     if (a == "--help") return std::nullopt;
     if (a == "--verify") {
       o.verify = true;
+    } else if (a == "--notify") {
+      o.notify = true;
     } else if (a == "--mode") {
       o.mode = v;
     } else if (a == "--role") {
@@ -222,6 +232,15 @@ std::optional<Options> Parse(int argc, char** argv) {
     }
   }
   if (o.op != "write" && o.op != "read" && o.op != "both") return std::nullopt;
+  if (o.notify) {
+    // Receive slots on both sides; an RNR wait that ends (FAILED, not a
+    // hang) when a peer posts none; a CQ with room for the receive WRs.
+    o.config.notify_recv_slots = 8;
+    o.config.qp_rnr_retries = 6;
+    o.config.cqe_limit = std::max<uint32_t>(o.config.cqe_limit, 8192);
+    o.op = "write";
+    o.threads = {1};
+  }
   if (o.mode != "sim" && o.mode != "real") return std::nullopt;
   return o;
 }
@@ -230,12 +249,21 @@ std::optional<Options> Parse(int argc, char** argv) {
 struct Point {
   OpKind op;
   uint64_t block;
-  uint64_t batch;
+  uint64_t batch;  // notify: 0 = a notification alone (SendNotify)
   uint64_t threads;
+  bool notify = false;
 };
 
 std::vector<Point> Plan(const Options& o) {
   std::vector<Point> pts;
+  if (o.notify) {
+    // The notification alone first, then with each block and batch size.
+    pts.push_back(Point{OpKind::kWrite, 0, 0, 1, true});
+    for (uint64_t bl : o.block_bytes)
+      for (uint64_t ba : o.batch_sizes)
+        if (pts.size() < kPointsMax) pts.push_back(Point{OpKind::kWrite, bl, ba, 1, true});
+    return pts;
+  }
   std::vector<OpKind> ops;
   if (o.op != "read") ops.push_back(OpKind::kWrite);
   if (o.op != "write") ops.push_back(OpKind::kRead);
@@ -278,6 +306,75 @@ struct Shared {
   std::atomic<bool> stop{false};  // budget reached
 };
 
+// --notify: a point ends after this many round trips (or its wall budget).
+constexpr uint64_t kNotifyRoundTrips = 1000;
+// Most echoes a target keeps in flight (their batches not yet freed).
+constexpr size_t kEchoesInFlightMax = 1024;
+
+// A Submit with a notification to `seg` (a notification alone when `reqs`
+// is empty), on either engine type.
+[[maybe_unused]] SubmitResult SubmitWithNotify(engine::SteppedEngine& e, BatchId b,
+                                               const std::vector<Request>& reqs,
+                                               SegmentHandle seg) {
+  return e.SubmitNotify(b, reqs, seg, reqs.empty() ? "ping" : "data");
+}
+[[maybe_unused]] SubmitResult SubmitWithNotify(Engine& e, BatchId b,
+                                               const std::vector<Request>& reqs,
+                                               SegmentHandle seg) {
+  if (reqs.empty()) return e.SendNotify(b, seg, "ping");
+  return e.Submit(b, reqs, NotifyOptions{"data"});
+}
+
+// The target's side of --notify: answers every notification delivered to
+// its engine with a notification alone to the sender (whose segment it
+// opens once), and frees the answers' batches once terminal. Never blocks.
+template <typename E>
+class NotifyEcho {
+ public:
+  explicit NotifyEcho(E* e) : e_(e) {}
+  void Tick(std::vector<Notification> got) {
+    for (Notification& n : got) ++peers_[n.from].owed;
+    for (auto& [from, p] : peers_) {
+      if (!p.seg && !p.opening) {
+        auto t = e_->OpenSegmentAsync(from);
+        if (t.ok()) p.opening = *t;
+      } else if (!p.seg) {
+        auto r = e_->PollOpenSegment(*p.opening);
+        if (!r.ok()) p.opening.reset();  // opened again next tick
+        if (r.ok() && r->has_value()) p.seg = **r;
+      }
+      while (p.seg && p.owed > 0 && sent_.size() < kEchoesInFlightMax) {
+        auto b = e_->AllocateBatch(1);
+        if (!b.ok()) break;
+        if (!SubmitWithNotify(*e_, *b, {}, *p.seg).status.ok()) {
+          (void)e_->FreeBatch(*b);
+          break;
+        }
+        --p.owed;
+        ++answered;
+        sent_.push_back(*b);
+      }
+    }
+    while (!sent_.empty()) {
+      auto st = e_->GetBatchStatus(sent_.front());
+      if (st.ok() && st->overall == TaskStatus::kPending) break;
+      (void)e_->FreeBatch(sent_.front());
+      sent_.pop_front();
+    }
+  }
+  uint64_t answered = 0;
+
+ private:
+  struct Peer {
+    std::optional<SegmentHandle> seg;
+    std::optional<OpenToken> opening;
+    uint64_t owed = 0;
+  };
+  E* e_;
+  std::map<std::string, Peer> peers_;
+  std::deque<BatchId> sent_;
+};
+
 // One submit stream: keeps one batch in flight. Tick() never blocks; it
 // returns true once the stream is finished (point budget reached).
 template <typename E>
@@ -299,6 +396,11 @@ class Stream {
   // (in the sim an idle gap would let virtual time jump to a timer).
   bool Tick() {
     if (phase_ != Phase::kIdle) {
+      // --notify: the round trip ends when the target's echo is delivered.
+      if (p_.notify && echo_ns_ == 0) {
+        if (e_->PollNotifies(1).empty()) return false;
+        echo_ns_ = now_();
+      }
       auto st = e_->GetBatchStatus(batch_);
       if (!st.ok() || st->overall == TaskStatus::kPending) return false;
       const bool main = phase_ == Phase::kMain;
@@ -308,7 +410,7 @@ class Stream {
         std::fprintf(stderr, "\nferry-bench: batch ended %s\n",
                      std::string(TaskStatusName(st->overall)).c_str());
       } else if (main) {
-        latencies_ns.push_back(now_() - t0_);
+        latencies_ns.push_back((p_.notify ? echo_ns_ : now_()) - t0_);
         shared_->bytes.fetch_add(p_.block * p_.batch);
         shared_->batches.fetch_add(1);
         if (verify_ && p_.op == OpKind::kRead) CheckRead();
@@ -320,6 +422,7 @@ class Stream {
       if (main && ok && verify_ && p_.op == OpKind::kWrite) return !Start(true);
     }
     if (shared_->stop.load() || shared_->bytes.load() >= point_bytes_) return true;
+    if (p_.notify && shared_->batches.load() >= kNotifyRoundTrips) return true;
     return !Start(false);
   }
 
@@ -327,7 +430,14 @@ class Stream {
   // changed (Engine::WaitBatch, woken by the worker that publishes), at
   // most max_ns. No batch in flight: returns at once.
   void WaitInFlight(uint64_t max_ns) {
-    if (phase_ != Phase::kIdle) (void)e_->WaitBatch(batch_, max_ns);
+    if (phase_ == Phase::kIdle) return;
+    if (p_.notify && echo_ns_ == 0) {
+      // The echo is what the round trip waits for: block until it comes.
+      std::vector<Notification> got = e_->WaitNotifies(1, max_ns);
+      if (!got.empty()) echo_ns_ = now_();
+      return;
+    }
+    (void)e_->WaitBatch(batch_, max_ns);
   }
 
   std::vector<uint64_t> latencies_ns;
@@ -338,7 +448,7 @@ class Stream {
 
   // Submits the next batch (or the read-back of the last WRITE batch).
   bool Start(bool readback) {
-    auto b = e_->AllocateBatch(static_cast<uint32_t>(p_.batch));
+    auto b = e_->AllocateBatch(static_cast<uint32_t>(p_.batch) + (p_.notify ? 1 : 0));
     if (!b.ok()) {
       shared_->failures.fetch_add(1);
       return false;
@@ -368,7 +478,9 @@ class Stream {
         if (verify_) std::memset(lay_.local + Off(i), 0, p_.block);
       }
     }
-    SubmitResult sr = e_->Submit(*b, reqs);
+    SubmitResult sr =
+        p_.notify ? SubmitWithNotify(*e_, *b, reqs, lay_.segment) : e_->Submit(*b, reqs);
+    echo_ns_ = 0;
     if (!sr.status.ok()) {
       std::fprintf(stderr, "\nferry-bench: submit: %s\n", sr.status.ToString().c_str());
       shared_->failures.fetch_add(1);
@@ -408,6 +520,7 @@ class Stream {
   Phase phase_ = Phase::kIdle;
   BatchId batch_;
   uint64_t t0_ = 0;
+  uint64_t echo_ns_ = 0;  // --notify: when the echo of the batch in flight arrived
   uint64_t iteration_ = 0;
 };
 
@@ -452,8 +565,8 @@ void AppendJson(const Options& o, const Point& p, const PointResult& r, double g
                ",\"GBps\":%.6f,\"Gbps\":%.6f,\"p50_us\":%.1f,\"p99_us\":%.1f,\"p999_us\":%.1f"
                ",\"owner_poll\":\"%s\",\"owner_spin_ns_max\":%" PRIu64 ",\"user_spin_ns\":%" PRIu64
                ",\"status\":\"%s\"}\n",
-               o.mode.c_str(), std::string(OpKindName(p.op)).c_str(), p.block, p.batch, p.threads,
-               r.batches, gbs, gbs * 8, p50, p99, p999, o.owner_poll.c_str(),
+               o.mode.c_str(), p.notify ? "NOTIFY" : std::string(OpKindName(p.op)).c_str(), p.block,
+               p.batch, p.threads, r.batches, gbs, gbs * 8, p50, p99, p999, o.owner_poll.c_str(),
                o.config.owner_spin_ns_max, o.config.user_spin_ns, status.c_str());
   std::fclose(f);
 }
@@ -471,8 +584,8 @@ void PrintPoint(const Options& o, const Point& p, PointResult& r, bool sim) {
   // emulated devices (Soft-RoCE under TCG: a few MB/s) still show figures.
   std::printf(
       "%-5s %8" PRIu64 " %5" PRIu64 " %7" PRIu64 " %8" PRIu64 " %10s %10s %9.1f %9.1f %9.1f %s\n",
-      std::string(OpKindName(p.op)).c_str(), p.block, p.batch, p.threads, r.batches,
-      (sim ? absl::StrFormat("%.2f", gbs) : absl::StrFormat("%.4f", gbs)).c_str(),
+      p.notify ? "NTFY" : std::string(OpKindName(p.op)).c_str(), p.block, p.batch, p.threads,
+      r.batches, (sim ? absl::StrFormat("%.2f", gbs) : absl::StrFormat("%.4f", gbs)).c_str(),
       sim ? absl::StrFormat("%.2f", wall).c_str() : absl::StrFormat("%.3f", gbs * 8).c_str(), p50,
       p99, p999, status.c_str());
   std::fflush(stdout);
@@ -578,6 +691,7 @@ int RunSim(const Options& o) {
 
   PrintHeader(true);
   int rc = 0;
+  NotifyEcho<engine::SteppedEngine> echo(hosts[1].engine.get());
   for (size_t pi = 0; pi < plan.size(); ++pi) {
     const Point& p = plan[pi];
     Shared shared;
@@ -591,6 +705,7 @@ int RunSim(const Options& o) {
     uint64_t checks = 0;
     sim::RunResult rr = sched.Run(
         [&] {
+          if (o.notify) echo.Tick(hosts[1].engine->PollNotifies(16));
           bool all = true;
           for (size_t s = 0; s < streams.size(); ++s) {
             if (!finished[s]) finished[s] = streams[s]->Tick();
@@ -705,8 +820,17 @@ int RunReal(const Options& o) {
                 (*ctl)->LocalAddress().c_str(), kRealTargetBase, 2 * area);
     std::fflush(stdout);
     const uint64_t end = WallNs() + o.serve_s * 1'000'000'000;
-    while (!g_interrupted.load() && (o.serve_s == 0 || WallNs() < end))
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    NotifyEcho<Engine> echo(&e);
+    while (!g_interrupted.load() && (o.serve_s == 0 || WallNs() < end)) {
+      if (!o.notify) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        continue;
+      }
+      // Blocks until a notification is delivered (or 1 ms: the answers'
+      // batches are freed and the budget checked).
+      echo.Tick(e.WaitNotifies(16, 1'000'000));
+    }
+    if (o.notify) std::printf("target: %" PRIu64 " notifications answered\n", echo.answered);
     absl::Status s = e.Shutdown(cfg.drain_timeout_ns);
     std::printf("target shutdown: %s\n", s.ToString().c_str());
     return s.ok() ? 0 : 1;

@@ -50,4 +50,13 @@ if [[ $FERRY_BENCH_REAL_PERFTEST != 0 ]]; then
   grep -q '^ferry-bench-real: \(ratio\|latency\) .* ratio=[0-9]' out ||
     fail "no comparison produced a number (perftest or ferry-bench broken in the VM)"
 fi
+if [[ ${FERRY_BENCH_REAL_NOTIFY:-1} != 0 ]]; then
+  # Notifications through two engines on rxe: the round trips must have run
+  # (a number, not n/a) in every round's median.
+  grep '^ferry-bench-real: notify' out >&2
+  grep -q '^ferry-bench-real: notify alone round trip p50=[0-9]' out ||
+    fail "no notification round trip on rxe (ferry-bench --notify failed in the VM)"
+  grep -q '^ferry-bench-real: notify behind a 4 KiB WRITE round trip p50=[0-9]' out ||
+    fail "no notification behind a WRITE on rxe"
+fi
 echo "PASS ferry-bench real on rxe0/rxe1 ($line; $((ELAPSED_US / 1000000)) s)"
