@@ -192,6 +192,8 @@ class Worker {
   bool ShutDown() const;
   // C9/C1 accounting.
   uint64_t QuotaUsed() const;  // over all CQs
+  // Of that, the quota posted receive WRs hold (notifications).
+  uint64_t RecvQuotaHeld() const { return recv_held_; }
   // The ledger of one of this worker's CQs (nullptr if not ours).
   const CqQuota* QuotaOf(hal::CqHandle cq) const;
   // Every CQ this worker owns, in context order.

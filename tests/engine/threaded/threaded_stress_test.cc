@@ -20,6 +20,8 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -101,14 +103,16 @@ absl::StatusOr<BatchStatus> Wait(EngineImpl& e, BatchId b, hal::Clock* clock) {
 
 // One user thread: `iterations` batches of `batch` requests on engine
 // `me` targeting the other host. Returns "" or the first failure.
+// With `notify`, every batch carries a notification "t<t> i<it>" to the
+// peer (checked delivered once by the caller).
 std::string UserThread(Host& me, Host& peer, uint32_t t, uint32_t iterations, uint32_t batch,
-                       hal::Clock* clock, std::atomic<uint64_t>* tasks_done) {
+                       hal::Clock* clock, std::atomic<uint64_t>* tasks_done, bool notify = false) {
   sim::Prng prng(1000 + t);
   EngineImpl& e = *me.engine;
   // Thread t's local range: its read area for READ destinations, its write
   // area for WRITE sources; remote: its areas in the peer.
   for (uint32_t it = 0; it < iterations; ++it) {
-    auto b = e.AllocateBatch(batch);
+    auto b = e.AllocateBatch(batch + (notify ? 1 : 0));
     if (!b.ok()) return "AllocateBatch: " + b.status().ToString();
     std::vector<Request> reqs;
     struct Check {
@@ -143,7 +147,9 @@ std::string UserThread(Host& me, Host& peer, uint32_t t, uint32_t iterations, ui
       reqs.push_back(r);
       checks.push_back(Check{op, off, len, salt});
     }
-    SubmitResult sr = e.Submit(*b, reqs);
+    const std::string text = absl::StrCat("t", t, " i", it);
+    const EngineImpl::NotifyRequest note{me.peer, text};
+    SubmitResult sr = e.Submit(*b, reqs, notify ? &note : nullptr);
     if (!sr.status.ok()) return "Submit: " + sr.status.ToString();
     auto st = Wait(e, *b, clock);
     if (!st.ok()) return "Wait: " + st.status().ToString();
@@ -306,7 +312,7 @@ TEST_P(EngineThreadedModes, FourUserThreadsTwoEnginesBytesVerifiedNoLeaks) {
   world.WithFabric([](sim::Fabric& f) {
     for (auto k : {sim::ObjectKind::kContext, sim::ObjectKind::kPd, sim::ObjectKind::kMr,
                    sim::ObjectKind::kCompChannel, sim::ObjectKind::kCq, sim::ObjectKind::kQp,
-                 sim::ObjectKind::kMw})
+                   sim::ObjectKind::kMw})
       EXPECT_EQ(f.LiveCount(k), 0u) << sim::ObjectKindName(k);
     std::string v;
     for (const auto& x : f.violations()) v += x.message + "; ";
@@ -315,6 +321,127 @@ TEST_P(EngineThreadedModes, FourUserThreadsTwoEnginesBytesVerifiedNoLeaks) {
   });
   std::printf("pump rounds=%llu tasks=%llu\n", static_cast<unsigned long long>(world.pump_rounds()),
               static_cast<unsigned long long>(tasks_done.load()));
+}
+
+// Notifications under real threads (scripts/tsan-check runs this binary
+// under ThreadSanitizer): four user threads submit batches that each carry
+// a notification; the last data task's publish dispatches it from an owner
+// thread to (possibly) another owner's inbox, the receiving owner delivers
+// it into the engine's inbox, a user thread polls it. Every notification
+// is COMPLETED and delivered exactly once, with its message; receive WRs
+// are the only quota left held once the traffic stopped.
+TEST(EngineThreaded, NotificationsAreDeliveredOnceUnderThreads) {
+  sim::FabricConfig fc;
+  fc.hosts = 2;
+  LockedWorld world(11, fc, LockedWorld::Options{});
+  EngineConfig config = StressConfig();
+  config.notify_recv_slots = 4;
+  config.qp_rnr_retries = 6;
+  config.cqe_limit = 2048;
+  Host hosts[2];
+  for (uint32_t h = 0; h < 2; ++h) {
+    Host& hs = hosts[h];
+    hs.addr = absl::StrCat("h", h, ":1000");
+    hs.buf.resize(kBufBytes);
+    for (uint64_t k = 0; k < kBufBytes; ++k) hs.buf[k] = Pattern(h + 77, k);
+    hs.verbs = world.NewVerbs(h);
+    auto n = world.Bind(hs.addr);
+    ASSERT_TRUE(n.ok()) << n.status();
+    hs.net = std::move(*n);
+    hs.entropy = world.NewEntropy();
+    EngineEnv env{hs.verbs.get(), hs.net.get(), world.clock(), hs.entropy.get()};
+    auto e = EngineImpl::Create(config, env, nullptr, nullptr);
+    ASSERT_TRUE(e.ok()) << e.status();
+    hs.engine = std::move(*e);
+    ASSERT_TRUE(hs.engine->RegisterMemory(hs.buf.data(), hs.buf.size()).ok());
+  }
+  world.StartPump();
+  for (Host& hs : hosts) StartThreadedRuntime(hs.engine.get());
+  for (uint32_t h = 0; h < 2; ++h) {
+    EngineImpl& e = *hosts[h].engine;
+    auto tok = e.OpenSegmentAsync(hosts[1 - h].addr);
+    ASSERT_TRUE(tok.ok());
+    std::optional<SegmentHandle> seg;
+    RuntimeWaiter waiter(&e);
+    for (int i = 0; i < 2'000'000 && !seg.has_value(); ++i) {
+      const uint64_t seen = waiter.Generation();
+      auto p = e.PollOpenSegment(*tok);
+      ASSERT_TRUE(p.ok()) << p.status();
+      seg = *p;
+      if (!seg) waiter.Wait(seen, 1'000'000);
+    }
+    ASSERT_TRUE(seg.has_value());
+    hosts[h].peer = *seg;
+  }
+  constexpr uint32_t kIterations = 40;
+  constexpr uint32_t kBatch = 4;
+  std::atomic<uint64_t> tasks_done{0};
+  std::vector<std::string> errors(kUserThreads);
+  std::vector<std::thread> users;
+  for (uint32_t t = 0; t < kUserThreads; ++t) {
+    users.emplace_back([&, t] {
+      errors[t] = UserThread(hosts[t % 2], hosts[1 - t % 2], t, kIterations, kBatch, world.clock(),
+                             &tasks_done, /*notify=*/true);
+    });
+  }
+  // Meanwhile one receiver thread per engine collects its notifications.
+  const uint64_t want = uint64_t{kUserThreads / 2} * kIterations;  // per receiver
+  std::vector<std::vector<Notification>> got(2);
+  std::vector<std::thread> receivers;
+  for (uint32_t h = 0; h < 2; ++h) {
+    receivers.emplace_back([&, h] {
+      EngineImpl& e = *hosts[h].engine;
+      RuntimeWaiter waiter(&e);
+      for (uint64_t round = 0; round < 200'000 && got[h].size() < want; ++round) {
+        const uint64_t seen = waiter.Generation();
+        std::vector<Notification> n = e.PollNotifies(64);
+        if (n.empty()) {
+          waiter.Wait(seen, 1'000'000);
+          continue;
+        }
+        for (Notification& x : n) got[h].push_back(std::move(x));
+      }
+    });
+  }
+  for (std::thread& u : users) u.join();
+  for (std::thread& r : receivers) r.join();
+  for (uint32_t t = 0; t < kUserThreads; ++t) EXPECT_EQ(errors[t], "") << "user thread " << t;
+  EXPECT_EQ(tasks_done.load(), uint64_t{kUserThreads} * kIterations * kBatch);
+  for (uint32_t h = 0; h < 2; ++h) {
+    ASSERT_EQ(got[h].size(), want) << "h" << h;
+    std::set<std::string> messages;
+    std::set<uint64_t> seqs;
+    for (const Notification& n : got[h]) {
+      EXPECT_EQ(n.from, hosts[1 - h].addr);
+      EXPECT_EQ(n.incarnation, hosts[1 - h].engine->incarnation());
+      messages.insert(n.message);
+      seqs.insert(n.seq);
+    }
+    EXPECT_EQ(messages.size(), want) << "h" << h << ": a message delivered twice or lost";
+    EXPECT_EQ(seqs.size(), want) << "h" << h << ": a sequence number delivered twice";
+    EXPECT_EQ(*seqs.begin(), 1u);
+    EXPECT_EQ(*seqs.rbegin(), want);
+  }
+  for (Host& hs : hosts) StopThreadedRuntime(hs.engine.get());
+  for (Host& hs : hosts)
+    for (auto& w : hs.engine->workers()) EXPECT_EQ(w->QuotaUsed(), w->RecvQuotaHeld());
+  for (Host& hs : hosts) StartThreadedRuntime(hs.engine.get());
+  for (Host& hs : hosts) hs.engine->BeginShutdown();
+  for (Host& hs : hosts) {
+    bool drained = false;
+    for (int i = 0; i < 2'000'000 && !drained; ++i) {
+      drained = RuntimeWorkersDrained(hs.engine.get());
+      if (!drained) RuntimeYield();
+    }
+    EXPECT_TRUE(drained) << hs.addr;
+  }
+  for (Host& hs : hosts) StopThreadedRuntime(hs.engine.get());
+  for (Host& hs : hosts) {
+    for (auto& w : hs.engine->workers()) EXPECT_EQ(w->QuotaUsed(), 0u);
+    EXPECT_TRUE(hs.engine->FinishShutdown().ok()) << hs.addr;
+    EXPECT_EQ(hs.engine->ledger().LiveTotal(), 0u) << hs.engine->ledger().ToString();
+  }
+  world.StopPump();
 }
 
 }  // namespace
