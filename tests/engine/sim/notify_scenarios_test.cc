@@ -241,6 +241,35 @@ std::string RnrStorm(ScenarioSpec spec, uint64_t storm_ns, bool expect_completed
   return sc.Finish();
 }
 
+// N5 across a restart: h1's process exits and a new one starts; h0 sends
+// on the segment it opened before. The notification's SEND goes to QPs
+// that are gone and its rkeys' process is gone: it ends FAILED (or
+// TIMEOUT), never COMPLETED, and the new process is delivered nothing.
+std::string RestartedReceiver(ScenarioSpec spec, TaskStatus expect) {
+  Scenario sc(std::move(spec));
+  if (!sc.setup().empty()) return sc.setup();
+  if (absl::Status s = sc.w().Restart(1); !s.ok()) return "restart: " + s.ToString();
+  auto batch = sc.e().AllocateBatch(1);
+  if (!batch.ok()) return std::string(batch.status().message());
+  const SubmitResult sr = sc.w().SubmitNotify(0, *batch, {}, 1, sc.seg(), "to the old h1");
+  if (!sr.status.ok()) return "submit: " + std::string(sr.status.message());
+  Inbox in;
+  sc.RunUntil([&] { return IsTerminal(sc.Status(*sr.notify_task)); }, 3'000'000'000,
+              [&] { in.Poll(sc); });
+  sc.RunFor(5'000'000, [&] { in.Poll(sc); });
+  FERRY_SCENARIO_CHECK(sc);
+  const TaskStatus st = sc.Status(*sr.notify_task);
+  if (st != expect)
+    return absl::StrCat("notification to a restarted peer ended ", std::string(TaskStatusName(st)));
+  if (!in.got.empty()) return "the restarted process was delivered a notification";
+  // Order: the SEND's post, then the notification's publish.
+  if (std::string o = sc.InOrder({Ev{"post", std::nullopt},
+                                  Scenario::Publish(sc.Label(*sr.notify_task))});
+      !o.empty())
+    return o;
+  return sc.Finish();
+}
+
 class Notify : public ::testing::TestWithParam<sim::RnicProfile> {
  protected:
   ScenarioSpec Seeded(uint64_t seed) const { return Spec(GetParam(), seed); }
@@ -257,8 +286,10 @@ TEST_P(Notify, DeliveredOnceAfterItsData) {
 TEST_P(Notify, ABatchThatDidNotCompleteSendsNone) {
   for (uint64_t s = 1; s <= 3; ++s) ASSERT_EQ(FailedBatchSendsNone(Seeded(s)), "") << s;
 }
+// Transport retries that end (rxe retries forever at qp_retries 7).
 ScenarioSpec FastRetries(ScenarioSpec s) {
   s.config.qp_timeout_exp = 10;
+  s.config.qp_retries = 3;
   return s;
 }
 TEST_P(Notify, AResendAfterALostAckIsDeliveredOnce) {
@@ -272,6 +303,17 @@ TEST_P(Notify, AnRnrExhaustionEndsFailedNeverCompleted) {
   ScenarioSpec s = Seeded(1);
   s.config.slice_retries = 0;
   ASSERT_EQ(RnrStorm(s, 10'000'000'000, false), "");
+}
+
+TEST_P(Notify, ARestartedReceiverGetsNothingAndTheSenderNoCompleted) {
+  // Transport retries end within ~32 ms (qp_timeout_exp 10), so the
+  // reconnect, the restarted peer's refusal of a REQ naming its old
+  // process and the FAILED come before the task's deadline.
+  ASSERT_EQ(RestartedReceiver(FastRetries(Seeded(1)), TaskStatus::kFailed), "");
+  // The deadline before the transport gives up: TIMEOUT, never COMPLETED.
+  ScenarioSpec s = Seeded(1);
+  s.config.slice_timeout_ns = 100'000'000;
+  ASSERT_EQ(RestartedReceiver(s, TaskStatus::kTimeout), "");
 }
 
 // Each contract's mutation fails its scenario with the oracle's message.
