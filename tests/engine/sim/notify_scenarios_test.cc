@@ -263,8 +263,8 @@ std::string RestartedReceiver(ScenarioSpec spec, TaskStatus expect) {
     return absl::StrCat("notification to a restarted peer ended ", std::string(TaskStatusName(st)));
   if (!in.got.empty()) return "the restarted process was delivered a notification";
   // Order: the SEND's post, then the notification's publish.
-  if (std::string o = sc.InOrder({Ev{"post", std::nullopt},
-                                  Scenario::Publish(sc.Label(*sr.notify_task))});
+  if (std::string o =
+          sc.InOrder({Ev{"post", std::nullopt}, Scenario::Publish(sc.Label(*sr.notify_task))});
       !o.empty())
     return o;
   return sc.Finish();
