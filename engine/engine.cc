@@ -183,9 +183,9 @@ void EngineImpl::BuildWorkers() {
     RemoteAccessError(w, seg, v);
   };
   worker_env_.notify_slots = notify_slots_.get();
-  worker_env_.notify_received = [this](uint32_t w, const std::string& path,
+  worker_env_.notify_received = [this](uint32_t w, const std::string& path, uint64_t incarnation,
                                        absl::Span<const uint8_t> bytes) {
-    NotifyReceived(w, path, bytes);
+    NotifyReceived(w, path, incarnation, bytes);
   };
   for (auto& c : contexts_) worker_env_.contexts.push_back(c.get());
   for (uint32_t w = 0; w < config_.workers; ++w)

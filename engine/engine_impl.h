@@ -106,7 +106,7 @@ class EngineImpl {
   engine::NotifyInbox::Stats notify_stats() const { return notify_inbox_.stats(); }
   // Owner callback (WorkerEnv::notify_received, engine_notify.cc): decodes
   // a received SEND, and delivers it unless it is a duplicate (N3).
-  void NotifyReceived(uint32_t worker, const std::string& peer_path,
+  void NotifyReceived(uint32_t worker, const std::string& peer_path, uint64_t peer_incarnation,
                       absl::Span<const uint8_t> bytes);
   uint64_t notify_malformed() const { return notify_malformed_.load(); }
   absl::StatusOr<TaskStatus> GetTaskStatus(TaskId task) const;

@@ -135,9 +135,13 @@ void EngineImpl::GateOn(absl::Span<std::pair<uint32_t, std::shared_ptr<TaskRoute
 }
 
 void EngineImpl::NotifyReceived(uint32_t worker, const std::string& peer_path,
-                                absl::Span<const uint8_t> bytes) {
+                                uint64_t peer_incarnation, absl::Span<const uint8_t> bytes) {
   const std::string from = peer_path.substr(0, peer_path.rfind('@'));
   absl::StatusOr<engine::NotifyMessage> m = engine::DecodeNotify(bytes);
+  // The sender is the process the endpoint's handshake paired with: a
+  // message naming another incarnation is refused like a malformed one
+  // (it could spend another sender's sequence numbers).
+  if (m.ok() && m->incarnation != peer_incarnation) m = absl::InvalidArgumentError("incarnation");
   if (!m.ok()) {
     notify_malformed_.fetch_add(1);
     Note(worker, "notify_malformed", from, bytes.size(), 0);

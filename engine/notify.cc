@@ -100,14 +100,15 @@ absl::StatusOr<uint64_t> NotifySeqs::Next(uint64_t peer, std::shared_ptr<const T
 
 NotifyInbox::Verdict NotifyInbox::Deliver(Notification n) {
   base::MutexLock l(&mu_);
-  auto it = dedup_.find(n.incarnation);
+  const SenderKey key{n.from, n.incarnation};
+  auto it = dedup_.find(key);
   if (it == dedup_.end()) {
     if (dedup_.size() >= kSendersMax) {
       dedup_.erase(dedup_order_.front());
       dedup_order_.pop_front();
     }
-    it = dedup_.emplace(n.incarnation, NotifyDedup{}).first;
-    dedup_order_.push_back(n.incarnation);
+    it = dedup_.emplace(key, NotifyDedup{}).first;
+    dedup_order_.push_back(key);
   }
   const NotifyDedup::Verdict v = it->second.Admit(n.incarnation, n.seq);
   // Test-only (N3): a resend whose first SEND landed is delivered again.

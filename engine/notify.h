@@ -17,8 +17,10 @@
 // - NotifySeqs: the sender's sequence space per receiver process, with at
 //   most kNotifyWindow notifications to one receiver not yet terminal (so a
 //   live one never falls out of the receiver's duplicate window).
-// - NotifyInbox: the receiver's side: a NotifyDedup per sender incarnation
-//   (N3) and the bounded queue PollNotifies reads.
+// - NotifyInbox: the receiver's side: a NotifyDedup per sender (control
+//   address, process incarnation; N3) and the bounded queue PollNotifies
+//   reads. The engine hands it only messages whose incarnation is the one
+//   the endpoint's handshake recorded for the peer.
 //
 // What must stay true: a slot is in exactly one place (its pool's free
 // list, a notification route, or one posted receive WR), and the RNIC can
@@ -41,6 +43,8 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -159,8 +163,10 @@ class NotifyInbox {
  private:
   const base::Mutations* const mutations_;
   mutable base::Mutex mu_;
-  std::map<uint64_t, NotifyDedup> dedup_ ABSL_GUARDED_BY(mu_);  // by sender incarnation
-  std::deque<uint64_t> dedup_order_ ABSL_GUARDED_BY(mu_);       // FIFO bound kSendersMax
+  // By sender (control address, incarnation), FIFO-bounded by kSendersMax.
+  using SenderKey = std::pair<std::string, uint64_t>;
+  std::map<SenderKey, NotifyDedup> dedup_ ABSL_GUARDED_BY(mu_);
+  std::deque<SenderKey> dedup_order_ ABSL_GUARDED_BY(mu_);
   std::deque<Notification> queue_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
 };

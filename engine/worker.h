@@ -113,7 +113,10 @@ struct WorkerEnv {
   // notify_recv_slots is 0), and where an owner hands a received SEND's
   // bytes (the engine decodes, deduplicates and queues it; never blocks).
   NotifySlots* notify_slots = nullptr;
-  std::function<void(uint32_t worker, const std::string& peer_path,
+  // `peer_incarnation`: the incarnation the endpoint's handshake recorded
+  // for the peer (0 while it has none): a notification naming another is
+  // refused (a peer cannot speak for another process).
+  std::function<void(uint32_t worker, const std::string& peer_path, uint64_t peer_incarnation,
                      absl::Span<const uint8_t> bytes)>
       notify_received;
 };

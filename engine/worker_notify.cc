@@ -96,7 +96,7 @@ void Worker::HandleRecvCqe(const hal::WorkCompletion& wc) {
   if (ok && env_->notify_received) {
     ++stats_.notify_received;
     const uint32_t len = std::min<uint32_t>(wc.byte_len, kNotifySlotBytes);
-    env_->notify_received(id_, ep->peer_path(),
+    env_->notify_received(id_, ep->peer_path(), ep->peer() ? ep->peer()->incarnation : 0,
                           absl::MakeConstSpan(env_->notify_slots->Data(slot), len));
   }
   env_->notify_slots->Give(slot);

@@ -150,15 +150,19 @@ TEST(NotifyInbox, DeliversEachSenderSeqOnceInArrivalOrder) {
   EXPECT_EQ(in.Deliver(N(5, 1)), NotifyInbox::Verdict::kDelivered);
   EXPECT_EQ(in.Deliver(N(5, 2)), NotifyInbox::Verdict::kDuplicate);
   EXPECT_EQ(in.Deliver(N(6, 2)), NotifyInbox::Verdict::kDelivered);  // another sender process
+  Notification other = N(5, 2);
+  other.from = "h9:1000";  // another sender naming the same incarnation: its own space
+  EXPECT_EQ(in.Deliver(other), NotifyInbox::Verdict::kDelivered);
   EXPECT_EQ(in.Deliver(N(5, 200)), NotifyInbox::Verdict::kDelivered);
   EXPECT_EQ(in.Deliver(N(5, 3)), NotifyInbox::Verdict::kTooOld);  // out of the 64 window
   const std::vector<Notification> got = in.Poll(10);
-  ASSERT_EQ(got.size(), 4u);
+  ASSERT_EQ(got.size(), 5u);
   EXPECT_EQ(got[0].seq, 2u);
   EXPECT_EQ(got[1].seq, 1u);
   EXPECT_EQ(got[2].incarnation, 6u);
+  EXPECT_EQ(got[3].from, "h9:1000");
   EXPECT_EQ(in.queued(), 0u);
-  EXPECT_EQ(in.stats().delivered, 4u);
+  EXPECT_EQ(in.stats().delivered, 5u);
   EXPECT_EQ(in.stats().duplicates, 1u);
   EXPECT_EQ(in.stats().too_old, 1u);
 }
