@@ -7,6 +7,7 @@
 // a false COMPLETED. Each contract's mutation fails its scenario with the
 // oracle's own message.
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -46,6 +47,18 @@ int64_t H1At(Scenario& sc, std::string_view kind, size_t from = 0) {
   for (size_t i = from; i < r.size(); ++i)
     if (r[i].kind == kind) return static_cast<int64_t>(i);
   return -1;
+}
+
+// Sends a notification alone from h0 and runs until its task is terminal,
+// then 5 ms more (a notification sent would be delivered by then),
+// polling h1's notifications into `in` all along.
+SubmitResult SendAloneAndSettle(Scenario& sc, BatchId batch, std::string_view message, Inbox& in) {
+  SubmitResult sr = sc.w().SubmitNotify(0, batch, {}, 1, sc.seg(), message);
+  if (!sr.status.ok()) return sr;
+  sc.RunUntil([&] { return IsTerminal(sc.Status(*sr.notify_task)); }, 3'000'000'000,
+              [&] { in.Poll(sc); });
+  sc.RunFor(5'000'000, [&] { in.Poll(sc); });
+  return sr;
 }
 
 // kBlocks WRITEs of kBlockBytes with one notification; returns the result.
@@ -219,12 +232,9 @@ std::string RnrStorm(ScenarioSpec spec, uint64_t storm_ns, bool expect_completed
     f.duration_ns = storm_ns;
     if (absl::Status s = sc.w().fabric().Inject(f); !s.ok()) return "inject: " + s.ToString();
   }
-  const SubmitResult sr = sc.w().SubmitNotify(0, *batch, {}, 1, sc.seg(), "storm");
-  if (!sr.status.ok()) return "submit: " + std::string(sr.status.message());
   Inbox in;
-  sc.RunUntil([&] { return IsTerminal(sc.Status(*sr.notify_task)); }, 3'000'000'000,
-              [&] { in.Poll(sc); });
-  sc.RunFor(5'000'000, [&] { in.Poll(sc); });
+  const SubmitResult sr = SendAloneAndSettle(sc, *batch, "storm", in);
+  if (!sr.status.ok()) return "submit: " + std::string(sr.status.message());
   FERRY_SCENARIO_CHECK(sc);
   const TaskStatus st = sc.Status(*sr.notify_task);
   if (st == TaskStatus::kCompleted && in.got.size() != 1)
@@ -251,12 +261,9 @@ std::string RestartedReceiver(ScenarioSpec spec, TaskStatus expect) {
   if (absl::Status s = sc.w().Restart(1); !s.ok()) return "restart: " + s.ToString();
   auto batch = sc.e().AllocateBatch(1);
   if (!batch.ok()) return std::string(batch.status().message());
-  const SubmitResult sr = sc.w().SubmitNotify(0, *batch, {}, 1, sc.seg(), "to the old h1");
-  if (!sr.status.ok()) return "submit: " + std::string(sr.status.message());
   Inbox in;
-  sc.RunUntil([&] { return IsTerminal(sc.Status(*sr.notify_task)); }, 3'000'000'000,
-              [&] { in.Poll(sc); });
-  sc.RunFor(5'000'000, [&] { in.Poll(sc); });
+  const SubmitResult sr = SendAloneAndSettle(sc, *batch, "to the old h1", in);
+  if (!sr.status.ok()) return "submit: " + std::string(sr.status.message());
   FERRY_SCENARIO_CHECK(sc);
   const TaskStatus st = sc.Status(*sr.notify_task);
   if (st != expect)

@@ -175,6 +175,47 @@ std::string UserThread(Host& me, Host& peer, uint32_t t, uint32_t iterations, ui
   return "";
 }
 
+// Both hosts' engines on `world` with `config`, their buffers registered,
+// the world's pump and each engine's threaded runtime started, and each
+// host's segment opened by the other (through the blocking-style loop).
+// A failure is a fatal gtest failure (the caller checks HasFatalFailure).
+void BringUp(LockedWorld& world, const EngineConfig& config, Host (&hosts)[2]) {
+  for (uint32_t h = 0; h < 2; ++h) {
+    Host& hs = hosts[h];
+    hs.addr = absl::StrCat("h", h, ":1000");
+    hs.buf.resize(kBufBytes);
+    for (uint64_t k = 0; k < kBufBytes; ++k) hs.buf[k] = Pattern(h + 77, k);
+    hs.verbs = world.NewVerbs(h);
+    auto n = world.Bind(hs.addr);
+    ASSERT_TRUE(n.ok()) << n.status();
+    hs.net = std::move(*n);
+    hs.entropy = world.NewEntropy();
+    EngineEnv env{hs.verbs.get(), hs.net.get(), world.clock(), hs.entropy.get()};
+    auto e = EngineImpl::Create(config, env, nullptr, nullptr);
+    ASSERT_TRUE(e.ok()) << e.status();
+    hs.engine = std::move(*e);
+    ASSERT_TRUE(hs.engine->RegisterMemory(hs.buf.data(), hs.buf.size()).ok());
+  }
+  world.StartPump();
+  for (Host& hs : hosts) StartThreadedRuntime(hs.engine.get());
+  for (uint32_t h = 0; h < 2; ++h) {
+    EngineImpl& e = *hosts[h].engine;
+    auto tok = e.OpenSegmentAsync(hosts[1 - h].addr);
+    ASSERT_TRUE(tok.ok());
+    std::optional<SegmentHandle> seg;
+    RuntimeWaiter waiter(&e);
+    for (int i = 0; i < 2'000'000 && !seg.has_value(); ++i) {
+      const uint64_t seen = waiter.Generation();
+      auto p = e.PollOpenSegment(*tok);
+      ASSERT_TRUE(p.ok()) << p.status();
+      seg = *p;
+      if (!seg) waiter.Wait(seen, 1'000'000);
+    }
+    ASSERT_TRUE(seg.has_value());
+    hosts[h].peer = *seg;
+  }
+}
+
 // Every owner poll mode (include/ferry/config.h): the same traffic, the
 // same checks; under ThreadSanitizer (scripts/tsan-check) each must be clean.
 class EngineThreadedModes : public ::testing::TestWithParam<OwnerPollMode> {};
@@ -193,42 +234,8 @@ TEST_P(EngineThreadedModes, FourUserThreadsTwoEnginesBytesVerifiedNoLeaks) {
   fc.hosts = 2;
   LockedWorld world(7, fc, LockedWorld::Options{});
   Host hosts[2];
-  for (uint32_t h = 0; h < 2; ++h) {
-    Host& hs = hosts[h];
-    hs.addr = absl::StrCat("h", h, ":1000");
-    hs.buf.resize(kBufBytes);
-    for (uint64_t k = 0; k < kBufBytes; ++k) hs.buf[k] = Pattern(h + 77, k);
-    hs.verbs = world.NewVerbs(h);
-    auto n = world.Bind(hs.addr);
-    ASSERT_TRUE(n.ok()) << n.status();
-    hs.net = std::move(*n);
-    hs.entropy = world.NewEntropy();
-    EngineEnv env{hs.verbs.get(), hs.net.get(), world.clock(), hs.entropy.get()};
-    auto e = EngineImpl::Create(StressConfig(GetParam()), env, nullptr, nullptr);
-    ASSERT_TRUE(e.ok()) << e.status();
-    hs.engine = std::move(*e);
-    ASSERT_TRUE(hs.engine->RegisterMemory(hs.buf.data(), hs.buf.size()).ok());
-  }
-  world.StartPump();
-  for (Host& hs : hosts) StartThreadedRuntime(hs.engine.get());
-
-  // Open each other's segments through the blocking-style loop.
-  for (uint32_t h = 0; h < 2; ++h) {
-    EngineImpl& e = *hosts[h].engine;
-    auto tok = e.OpenSegmentAsync(hosts[1 - h].addr);
-    ASSERT_TRUE(tok.ok());
-    std::optional<SegmentHandle> seg;
-    RuntimeWaiter waiter(&e);
-    for (int i = 0; i < 2'000'000 && !seg.has_value(); ++i) {
-      const uint64_t seen = waiter.Generation();
-      auto p = e.PollOpenSegment(*tok);
-      ASSERT_TRUE(p.ok()) << p.status();
-      seg = *p;
-      if (!seg) waiter.Wait(seen, 1'000'000);
-    }
-    ASSERT_TRUE(seg.has_value());
-    hosts[h].peer = *seg;
-  }
+  BringUp(world, StressConfig(GetParam()), hosts);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
 
   std::atomic<uint64_t> tasks_done{0};
   std::vector<std::string> errors(kUserThreads);
@@ -339,40 +346,8 @@ TEST(EngineThreaded, NotificationsAreDeliveredOnceUnderThreads) {
   config.qp_rnr_retries = 6;
   config.cqe_limit = 2048;
   Host hosts[2];
-  for (uint32_t h = 0; h < 2; ++h) {
-    Host& hs = hosts[h];
-    hs.addr = absl::StrCat("h", h, ":1000");
-    hs.buf.resize(kBufBytes);
-    for (uint64_t k = 0; k < kBufBytes; ++k) hs.buf[k] = Pattern(h + 77, k);
-    hs.verbs = world.NewVerbs(h);
-    auto n = world.Bind(hs.addr);
-    ASSERT_TRUE(n.ok()) << n.status();
-    hs.net = std::move(*n);
-    hs.entropy = world.NewEntropy();
-    EngineEnv env{hs.verbs.get(), hs.net.get(), world.clock(), hs.entropy.get()};
-    auto e = EngineImpl::Create(config, env, nullptr, nullptr);
-    ASSERT_TRUE(e.ok()) << e.status();
-    hs.engine = std::move(*e);
-    ASSERT_TRUE(hs.engine->RegisterMemory(hs.buf.data(), hs.buf.size()).ok());
-  }
-  world.StartPump();
-  for (Host& hs : hosts) StartThreadedRuntime(hs.engine.get());
-  for (uint32_t h = 0; h < 2; ++h) {
-    EngineImpl& e = *hosts[h].engine;
-    auto tok = e.OpenSegmentAsync(hosts[1 - h].addr);
-    ASSERT_TRUE(tok.ok());
-    std::optional<SegmentHandle> seg;
-    RuntimeWaiter waiter(&e);
-    for (int i = 0; i < 2'000'000 && !seg.has_value(); ++i) {
-      const uint64_t seen = waiter.Generation();
-      auto p = e.PollOpenSegment(*tok);
-      ASSERT_TRUE(p.ok()) << p.status();
-      seg = *p;
-      if (!seg) waiter.Wait(seen, 1'000'000);
-    }
-    ASSERT_TRUE(seg.has_value());
-    hosts[h].peer = *seg;
-  }
+  BringUp(world, config, hosts);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
   constexpr uint32_t kIterations = 40;
   constexpr uint32_t kBatch = 4;
   std::atomic<uint64_t> tasks_done{0};
