@@ -216,6 +216,29 @@ void BringUp(LockedWorld& world, const EngineConfig& config, Host (&hosts)[2]) {
   }
 }
 
+// Orderly shutdown on a fresh runtime (Start/Stop are repeatable): every
+// worker drains, no quota is left, FinishShutdown OK, no verbs object held
+// (C9); then the world's pump stops.
+void ShutDownAndCheck(LockedWorld& world, Host (&hosts)[2]) {
+  for (Host& hs : hosts) StartThreadedRuntime(hs.engine.get());
+  for (Host& hs : hosts) hs.engine->BeginShutdown();
+  for (Host& hs : hosts) {
+    bool drained = false;
+    for (int i = 0; i < 2'000'000 && !drained; ++i) {
+      drained = RuntimeWorkersDrained(hs.engine.get());
+      if (!drained) RuntimeYield();
+    }
+    EXPECT_TRUE(drained) << hs.addr;
+  }
+  for (Host& hs : hosts) StopThreadedRuntime(hs.engine.get());
+  for (Host& hs : hosts) {
+    for (auto& w : hs.engine->workers()) EXPECT_EQ(w->QuotaUsed(), 0u);
+    EXPECT_TRUE(hs.engine->FinishShutdown().ok()) << hs.addr;
+    EXPECT_EQ(hs.engine->ledger().LiveTotal(), 0u) << hs.engine->ledger().ToString();
+  }
+  world.StopPump();
+}
+
 // Every owner poll mode (include/ferry/config.h): the same traffic, the
 // same checks; under ThreadSanitizer (scripts/tsan-check) each must be clean.
 class EngineThreadedModes : public ::testing::TestWithParam<OwnerPollMode> {};
@@ -298,24 +321,7 @@ TEST_P(EngineThreadedModes, FourUserThreadsTwoEnginesBytesVerifiedNoLeaks) {
     EXPECT_GE(live, 1u) << hs.addr;
   }
 
-  // Orderly shutdown on a fresh runtime (Start/Stop are repeatable).
-  for (Host& hs : hosts) StartThreadedRuntime(hs.engine.get());
-  for (Host& hs : hosts) hs.engine->BeginShutdown();
-  for (Host& hs : hosts) {
-    bool drained = false;
-    for (int i = 0; i < 2'000'000 && !drained; ++i) {
-      drained = RuntimeWorkersDrained(hs.engine.get());
-      if (!drained) RuntimeYield();
-    }
-    EXPECT_TRUE(drained) << hs.addr;
-  }
-  for (Host& hs : hosts) StopThreadedRuntime(hs.engine.get());
-  for (Host& hs : hosts) {
-    for (auto& w : hs.engine->workers()) EXPECT_EQ(w->QuotaUsed(), 0u);
-    EXPECT_TRUE(hs.engine->FinishShutdown().ok()) << hs.addr;
-    EXPECT_EQ(hs.engine->ledger().LiveTotal(), 0u) << hs.engine->ledger().ToString();
-  }
-  world.StopPump();
+  ShutDownAndCheck(world, hosts);
   world.WithFabric([](sim::Fabric& f) {
     for (auto k : {sim::ObjectKind::kContext, sim::ObjectKind::kPd, sim::ObjectKind::kMr,
                    sim::ObjectKind::kCompChannel, sim::ObjectKind::kCq, sim::ObjectKind::kQp,
@@ -400,23 +406,7 @@ TEST(EngineThreaded, NotificationsAreDeliveredOnceUnderThreads) {
   for (Host& hs : hosts) StopThreadedRuntime(hs.engine.get());
   for (Host& hs : hosts)
     for (auto& w : hs.engine->workers()) EXPECT_EQ(w->QuotaUsed(), w->RecvQuotaHeld());
-  for (Host& hs : hosts) StartThreadedRuntime(hs.engine.get());
-  for (Host& hs : hosts) hs.engine->BeginShutdown();
-  for (Host& hs : hosts) {
-    bool drained = false;
-    for (int i = 0; i < 2'000'000 && !drained; ++i) {
-      drained = RuntimeWorkersDrained(hs.engine.get());
-      if (!drained) RuntimeYield();
-    }
-    EXPECT_TRUE(drained) << hs.addr;
-  }
-  for (Host& hs : hosts) StopThreadedRuntime(hs.engine.get());
-  for (Host& hs : hosts) {
-    for (auto& w : hs.engine->workers()) EXPECT_EQ(w->QuotaUsed(), 0u);
-    EXPECT_TRUE(hs.engine->FinishShutdown().ok()) << hs.addr;
-    EXPECT_EQ(hs.engine->ledger().LiveTotal(), 0u) << hs.engine->ledger().ToString();
-  }
-  world.StopPump();
+  ShutDownAndCheck(world, hosts);
 }
 
 }  // namespace
