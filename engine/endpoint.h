@@ -95,9 +95,9 @@ struct DataQp {
   std::deque<uint32_t> fifo;                  // slots of posted WRs, in post order
   // Posted receive WRs in post order: (notification slot, receive seq).
   std::deque<std::pair<uint32_t, uint32_t>> recv;
-  uint32_t recv_seq = 0;  // of the next receive WR posted on this QP
-  bool destroyed = false;     // DestroyQp returned OK
-  bool released = false;      // empty poll after destroy done
+  uint32_t recv_seq = 0;   // of the next receive WR posted on this QP
+  bool destroyed = false;  // DestroyQp returned OK
+  bool released = false;   // empty poll after destroy done
   uint32_t destroy_failures = 0;
   uint64_t first_destroy_fail_ns = 0;  // when the first destroy failed
   uint64_t next_destroy_ns = 0;

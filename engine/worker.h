@@ -394,6 +394,10 @@ class Worker {
   void HandleRecvCqe(const hal::WorkCompletion& wc);
   // Destroy evidence for q: its receive WRs are gone; their slots return.
   void ReleaseRecvSlots(DataQp& q);
+  // Whether a receive WR reserves a CQE of quota (N4). Test-only
+  // (engine_notify_recv_no_quota): not, so a CQ sized for the send WRs
+  // alone can overrun.
+  bool RecvHoldsQuota() const { return !Mut(base::Mutation::kEngineNotifyRecvNoQuota); }
   void ResolveAttempt(const std::shared_ptr<TaskRoute>& route, uint32_t slice, hal::WcStatus st,
                       bool evidence_by_destroy, RetireReason ep_reason);
   void Requeue(const std::shared_ptr<TaskRoute>& route, uint32_t slice);

@@ -33,9 +33,7 @@ void Worker::PostRecvs(Endpoint* ep, uint32_t qi, uint32_t n) {
     stats_.recv_short += n;
     return;
   }
-  // Test-only (N4): receive WRs take no CQ quota, so a CQ sized for the
-  // send WRs alone can overrun.
-  const bool quota = !Mut(base::Mutation::kEngineNotifyRecvNoQuota);
+  const bool quota = RecvHoldsQuota();
   CqQuota& ledger = Ledger(ep->cq());
   for (uint32_t i = 0; i < n; ++i) {  // bounded: n <= notify_recv_slots
     std::optional<uint32_t> slot = slots->Take(NotifySlots::Pool::kRecv);
@@ -76,18 +74,18 @@ void Worker::HandleRecvCqe(const hal::WorkCompletion& wc) {
   // A duplicate of a CQE whose WR is gone (its QP released, or a later
   // receive WR at the head): dropped, like a send CQE of another
   // generation. Receive CQEs of one QP otherwise keep post order.
-  if (it == qp_by_uid_.end() || it->second.ep->qps()[it->second.index].released ||
-      it->second.ep->qps()[it->second.index].recv.empty() ||
-      it->second.ep->qps()[it->second.index].recv.front().second != id.seq) {
+  DataQp* found = it == qp_by_uid_.end() ? nullptr : &it->second.ep->qps()[it->second.index];
+  if (found == nullptr || found->released || found->recv.empty() ||
+      found->recv.front().second != id.seq) {
     ++stats_.stale_cqes;
     return;
   }
   Endpoint* ep = it->second.ep;
   const uint32_t qi = it->second.index;
-  DataQp& q = ep->qps()[qi];
+  DataQp& q = *found;
   const uint32_t slot = q.recv.front().first;
   q.recv.pop_front();
-  if (!Mut(base::Mutation::kEngineNotifyRecvNoQuota)) {
+  if (RecvHoldsQuota()) {
     FERRY_CHECK(Ledger(ep->cq()).ReleaseOnCqe(it->second.qp).ok());
     FERRY_CHECK_GT(recv_held_, 0u);
     --recv_held_;
@@ -113,7 +111,7 @@ void Worker::HandleRecvCqe(const hal::WorkCompletion& wc) {
 }
 
 void Worker::ReleaseRecvSlots(DataQp& q) {
-  const bool quota = !Mut(base::Mutation::kEngineNotifyRecvNoQuota);
+  const bool quota = RecvHoldsQuota();
   // Receive WRs that never completed: the QP was destroyed before their
   // flush (or a late success) was polled: the drain deadline passed, or
   // the zombie cap or a CQ or device failure cut the drain short. One of
