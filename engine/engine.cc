@@ -784,7 +784,7 @@ void EngineImpl::PushRouted(std::vector<std::pair<uint32_t, std::shared_ptr<Task
     while (end < routed.size() && routed[end].first == owner) ++end;
     workers_[owner]->PushSubmits(absl::MakeSpan(routed).subspan(i, end - i));
     i = end;
-    Wake(owner);
+    Submitted(owner);
   }
 }
 

@@ -73,6 +73,11 @@ class EngineImpl {
 
   // Runtime hook: called whenever a worker's inbox got an item.
   void set_wake(std::function<void(uint32_t)> wake) { wake_ = std::move(wake); }
+  // Runtime hook: a user thread's Submit pushed work into owner w's inbox
+  // (unset: Wake). The threaded runtime may run that owner's step on the
+  // calling thread (EngineConfig::user_thread_steps). Never called from a
+  // worker step.
+  void set_submitted(std::function<void(uint32_t)> submitted) { submitted_ = std::move(submitted); }
 
   // ---- API (any thread)
   absl::Status RegisterMemory(void* addr, size_t len_bytes, const MemoryOptions& options = {});
@@ -229,6 +234,13 @@ class EngineImpl {
   void Wake(uint32_t w) {
     if (wake_) wake_(w);
   }
+  void Submitted(uint32_t w) {
+    if (submitted_) {
+      submitted_(w);
+    } else {
+      Wake(w);
+    }
+  }
   // Submit's C8 check: how many requests to enqueue (all, or under the
   // C8 mutation the valid prefix), or nullopt with `out` filled.
   std::optional<size_t> Validate(const Batch& b, absl::Span<const Request> requests,
@@ -277,6 +289,7 @@ class EngineImpl {
   std::unique_ptr<engine::Listener> listener_;
   std::unique_ptr<engine::AsyncReader> async_;
   std::function<void(uint32_t)> wake_;
+  std::function<void(uint32_t)> submitted_;
   engine::LifecycleObserver* const observer_;
 
   mutable base::Mutex mu_;

@@ -57,6 +57,7 @@ void ThreadedRuntime::Start() {
   FERRY_CHECK(!started_.load());
   started_.store(true);
   engine_->set_wake([this](uint32_t w) { Wake(w); });
+  engine_->set_submitted([this](uint32_t w) { Submitted(w); });
   for (uint32_t w = 0; w < slots_.size(); ++w) threads_.emplace_back([this, w] { WorkerLoop(w); });
   threads_.emplace_back([this] { ListenerLoop(); });
   threads_.emplace_back([this] { AsyncLoop(); });
@@ -82,6 +83,9 @@ void ThreadedRuntime::Stop() {
     (void)!::write(slots_[w]->event_fd, &one, sizeof one);
   }
   for (std::thread& t : joining) t.join();
+  // A user thread's step in progress ends before Stop returns; later ones
+  // see stop_ under the lock and do nothing (StepInline).
+  for (auto& sl : slots_) base::MutexLock l(&sl->step_mu);
   // The engine's wake hook keeps pointing here: this object lives as long
   // as the engine (EngineImpl::threaded_runtime), and Wake is a no-op now.
 }
@@ -125,9 +129,22 @@ void ThreadedRuntime::WaitProgress(uint64_t seen, uint64_t timeout_ns) {
   const auto spin_end =
       std::min(end, start + std::chrono::nanoseconds(engine_->config().user_spin_ns));
   // Spin phase (bounded by spin_end): the hint moves with the generation.
+  // With user_thread_steps the spin steps the owners itself (a CQE it polls
+  // publishes here, with no thread to wake); a step that found work bumps
+  // the generation.
+  const bool steps = engine_->config().user_thread_steps;
+  const uint32_t workers = static_cast<uint32_t>(slots_.size());
+  uint32_t next = 0;
   while (progress_gen_hint_.load(std::memory_order_acquire) == seen && !stop_.load()) {
     if (std::chrono::steady_clock::now() >= spin_end) break;
-    std::this_thread::yield();
+    bool stepped = false;
+    for (uint32_t k = 0; steps && k < workers; ++k) {
+      bool found = false;
+      stepped = StepInline((next + k) % workers, &found) || stepped;
+      if (found) break;
+    }
+    next = (next + 1) % workers;
+    if (!stepped) std::this_thread::yield();
   }
   base::MutexLock l(&progress_mu_);
   FERRY_CHECK_GT(waiters_, 0u);  // a RuntimeWaiter is registered
@@ -162,6 +179,57 @@ void ThreadedRuntime::WaitOn(Slot& s, std::vector<int>& fds, uint64_t wait_ns) {
   (void)::ppoll(p.data(), p.size(), &ts, nullptr);
 }
 
+WaitSet ThreadedRuntime::StepLocked(Worker& worker, Slot& s) {
+  const WaitSet ws = worker.Step();
+  stats_.worker_steps.fetch_add(1, std::memory_order_relaxed);
+  s.drained.store(worker.ShutDown());
+  return ws;
+}
+
+bool ThreadedRuntime::OwnerMustWake(const Slot& s, const WaitSet& ws) const {
+  const uint64_t until = s.sleep_until_ns.load();
+  // Not asleep: its next plan is computed under the step lock, after this
+  // step (WorkerLoop), so it sees what the step left.
+  if (until == 0) return false;
+  if (ws.work_now || ws.poll_empty) return true;
+  if (ws.deadline_ns && *ws.deadline_ns < until) return true;
+  const uint32_t channels = s.sleep_channels.load();
+  if (channels < ws.channels.size()) return true;
+  // No fds (the simulated RNIC): only a timed poll sees a CQE.
+  return channels == 0 && (ws.poll_now || ws.recv_posted);
+}
+
+void ThreadedRuntime::Submitted(uint32_t w) {
+  bool found = false;
+  if (!engine_->config().user_thread_steps || !StepInline(w, &found)) Wake(w);
+}
+
+bool ThreadedRuntime::StepInline(uint32_t w, bool* found) {
+  FERRY_CHECK_LT(w, slots_.size());
+  *found = false;
+  Slot& s = *slots_[w];
+  if (!s.step_mu.TryLock()) {
+    stats_.inline_busy.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  if (stop_.load()) {  // Stop takes every step lock once after setting it
+    s.step_mu.Unlock();
+    return false;
+  }
+  Worker& worker = *engine_->workers()[w];
+  const uint64_t work_before = worker.stats().cqes + worker.stats().posted;
+  const WaitSet ws = StepLocked(worker, s);
+  *found = worker.stats().cqes + worker.stats().posted != work_before;
+  s.step_mu.Unlock();
+  stats_.inline_steps.fetch_add(1, std::memory_order_relaxed);
+  if (OwnerMustWake(s, ws)) {
+    stats_.inline_wakes.fetch_add(1, std::memory_order_relaxed);
+    Wake(w);
+  }
+  if (*found) NotifyProgress();
+  return true;
+}
+
 void ThreadedRuntime::WorkerLoop(uint32_t w) {
   Worker& worker = *engine_->workers()[w];
   Slot& s = *slots_[w];
@@ -172,34 +240,53 @@ void ThreadedRuntime::WorkerLoop(uint32_t w) {
   while (!stop_.load()) {
     // Consume the wake before draining the inbox (no lost wakeup).
     if (s.pending.exchange(false)) (void)DrainEventFd(s.event_fd);
-    const WaitSet ws = worker.Step();
-    stats_.worker_steps.fetch_add(1, std::memory_order_relaxed);
-    s.drained.store(worker.ShutDown());
+    WaitSet ws;
+    {
+      base::MutexLock l(&s.step_mu);
+      ws = StepLocked(worker, s);
+    }
     // After the drained flag: a Shutdown waiter that wakes sees it.
     NotifyProgress();
     if (ws.work_now) continue;
     if (Spin(worker, s)) continue;
     uint64_t wait_ns = kIdleWaitMaxNs;
-    if (ws.deadline_ns) {
-      const uint64_t now = clock->NowNs();
-      wait_ns = std::min(wait_ns, *ws.deadline_ns > now ? *ws.deadline_ns - now : 0);
+    {
+      // The sleep plan, from the worker's state now (user threads may have
+      // stepped it since this thread did), published under the lock: an
+      // inline step before this saw sleep_until_ns 0 and is in the plan,
+      // one after it compares its wait set with the plan (OwnerMustWake).
+      base::MutexLock l(&s.step_mu);
+      ws = worker.CurrentWaitSet();
+      if (ws.work_now) continue;
+      if (ws.deadline_ns) {
+        const uint64_t now = clock->NowNs();
+        wait_ns = std::min(wait_ns, *ws.deadline_ns > now ? *ws.deadline_ns - now : 0);
+      }
+      fds.clear();
+      fd_channels.clear();
+      // Every channel, outstanding WRs or not: a CQE polled inline (rxe can
+      // complete a WRITE inside post_send) still fired the armed CQ's event,
+      // which must be taken and the CQ re-armed before the next post relies
+      // on it. A stale event costs one early return, once per arm.
+      for (hal::CompChannelHandle ch : ws.channels) {
+        if (!ch.valid()) continue;
+        auto fd = verbs->CompChannelFd(ch);
+        if (!fd.ok()) continue;
+        fds.push_back(*fd);
+        fd_channels.push_back(ch);
+      }
+      // No fds (simulated RNIC): completions are seen by polling, soon.
+      if ((ws.poll_now || ws.recv_posted) && fds.empty()) wait_ns = std::min(wait_ns, kPollWaitNs);
+      if (wait_ns > 0) {
+        s.sleep_channels.store(static_cast<uint32_t>(fds.size()));
+        s.sleep_until_ns.store(std::max<uint64_t>(1, clock->NowNs() + wait_ns));
+      }
     }
-    fds.clear();
-    fd_channels.clear();
-    // Every channel, outstanding WRs or not: a CQE polled inline (rxe can
-    // complete a WRITE inside post_send) still fired the armed CQ's event,
-    // which must be taken and the CQ re-armed before the next post relies
-    // on it. A stale event costs one early return, once per arm.
-    for (hal::CompChannelHandle ch : ws.channels) {
-      if (!ch.valid()) continue;
-      auto fd = verbs->CompChannelFd(ch);
-      if (!fd.ok()) continue;
-      fds.push_back(*fd);
-      fd_channels.push_back(ch);
+    if (wait_ns > 0) {
+      WaitOn(s, fds, wait_ns);
+      s.sleep_until_ns.store(0);
     }
-    // No fds (simulated RNIC): completions are seen by polling, soon.
-    if ((ws.poll_now || ws.recv_posted) && fds.empty()) wait_ns = std::min(wait_ns, kPollWaitNs);
-    if (wait_ns > 0) WaitOn(s, fds, wait_ns);
+    base::MutexLock l(&s.step_mu);
     for (hal::CompChannelHandle ch : fd_channels) {
       for (int k = 0; k < kChannelEventsPerWakeMax; ++k) {  // take, ack, re-arm
         auto cq = verbs->GetCqEvent(ch);
@@ -219,7 +306,6 @@ bool ThreadedRuntime::Spin(Worker& worker, Slot& s) {
   if (s.spin_ns == 0) s.spin_ns = max_ns;
   const auto start = std::chrono::steady_clock::now();
   const auto end = start + std::chrono::nanoseconds(s.spin_ns);
-  const uint64_t work_before = worker.stats().cqes + worker.stats().posted;
   bool found = false;
   // Bounded: by the spin budget (adaptive), or by a stop request or any
   // work found (busy poll, which has no budget).
@@ -229,11 +315,15 @@ bool ThreadedRuntime::Spin(Worker& worker, Slot& s) {
       break;
     }
     std::this_thread::yield();
-    const WaitSet ws = worker.Step();
-    stats_.worker_steps.fetch_add(1, std::memory_order_relaxed);
+    bool work = false;
+    {
+      base::MutexLock l(&s.step_mu);
+      const uint64_t work_before = worker.stats().cqes + worker.stats().posted;
+      const WaitSet ws = StepLocked(worker, s);
+      work = ws.work_now || worker.stats().cqes + worker.stats().posted != work_before;
+    }
     stats_.spin_steps.fetch_add(1, std::memory_order_relaxed);
-    s.drained.store(worker.ShutDown());
-    if (ws.work_now || worker.stats().cqes + worker.stats().posted != work_before) {
+    if (work) {
       NotifyProgress();
       found = true;
       break;

@@ -50,9 +50,24 @@
 //   or cancel of queued slices, evidence by a destroy) is seen at the next
 //   bump or when the waiter's wait ends (at most kIdleWaitMaxNs): late by
 //   up to that, never lost.
-// - Worker state is touched only by its thread. What other threads need of
-//   it (is it drained?) is published by that thread in an atomic after
-//   each Step (`drained`), never read from the worker directly.
+// - Worker state is touched only under its slot's step lock (`step_mu`),
+//   so no two threads ever step one worker at once (C5: an owner is a
+//   worker, whichever thread runs its step). The owner thread holds it for
+//   each Step and for taking its channels' events, never while it blocks.
+//   What other threads need of it (is it drained?) is published in an
+//   atomic after each Step (`drained`), never read from the worker.
+// - A user thread's step (EngineConfig::user_thread_steps; StepInline) only
+//   try-locks, so it never waits for an owner. When the lock is taken by
+//   someone else the owner is woken as without inline steps (it may be
+//   about to sleep on a wait set computed before the push). After an inline
+//   step the owner is woken unless its sleep already covers what the step
+//   left: an owner asleep (`sleep_until_ns` != 0) on at least as many
+//   completion channels as the step's wait set lists (a CQE fires an armed
+//   channel), until no later than the step's deadline, with no work_now,
+//   no poll_empty and, with no channel fds (the simulated RNIC), no WRs or
+//   receives outstanding. An owner awake or about to sleep reads 0 there:
+//   it is woken, and its ppoll returns at once. CQs stay armed: only the
+//   owner thread takes events and re-arms, under the step lock.
 // - Stop joins every thread; after Stop no runtime thread touches the
 //   engine. Wake after Stop is a no-op; waiters are released.
 #ifndef FERRY_ENGINE_RUNTIME_THREADS_H_
@@ -66,6 +81,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "base/mutex.h"
+#include "engine/step.h"
 
 namespace ferry {
 class EngineImpl;
@@ -86,6 +102,9 @@ struct ThreadedRuntimeStats {
   std::atomic<uint64_t> user_waits{0};        // blocking waits of user helpers
   std::atomic<uint64_t> spin_steps{0};        // worker steps taken while spinning
   std::atomic<uint64_t> spin_hits{0};         // spins that found work (no sleep)
+  std::atomic<uint64_t> inline_steps{0};      // steps run on a user thread
+  std::atomic<uint64_t> inline_wakes{0};      // owner woken after an inline step
+  std::atomic<uint64_t> inline_busy{0};       // a user thread found the step lock taken
 };
 
 class ThreadedRuntime {
@@ -129,6 +148,15 @@ class ThreadedRuntime {
   // up to EngineConfig::user_spin_ns first: a completion that arrives
   // within it costs no futex wake-up.
   void WaitProgress(uint64_t seen, uint64_t timeout_ns);
+  // User threads (EngineConfig::user_thread_steps; see the file comment).
+  // After Submit pushed into w's inbox: steps w here if its lock is free
+  // (waking the owner only when its sleep does not cover what is left),
+  // else wakes it. Without user_thread_steps: Wake(w).
+  void Submitted(uint32_t w);
+  // Tries one step of worker w on the calling thread. Returns false when
+  // the lock was taken or the runtime stopped (nothing done), true after a
+  // step; *found: the step posted, polled a CQE or published.
+  bool StepInline(uint32_t w, bool* found);
   // After a step (or a user call such as Cancel) that may have published:
   // bump the generation, wake waiters. Any thread.
   void NotifyProgress();
@@ -139,7 +167,16 @@ class ThreadedRuntime {
     std::atomic<bool> pending{false};  // a wake was written and not consumed
     std::atomic<bool> drained{false};  // Worker::ShutDown() after the last Step
     uint64_t spin_ns = 0;              // the adaptive spin budget (its thread only)
+    base::Mutex step_mu;               // held for every step of the worker
+    // The owner thread's current sleep: until when (0: not asleep) and on
+    // how many completion-channel fds (see the file comment).
+    std::atomic<uint64_t> sleep_until_ns{0};
+    std::atomic<uint32_t> sleep_channels{0};
   };
+  // One step of `worker` with its slot's lock held; publishes `drained`.
+  WaitSet StepLocked(Worker& worker, Slot& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.step_mu);
+  // Whether an owner asleep as the slot says misses something `ws` asks for.
+  bool OwnerMustWake(const Slot& s, const WaitSet& ws) const;
   void WorkerLoop(uint32_t w);
   // After a step with nothing left to do: keeps stepping (owner_poll_mode
   // adaptive: up to the slot's budget, which it adapts; busy poll: until

@@ -24,7 +24,8 @@ namespace ferry::engine {
 class Task;
 
 // Observer of lifecycle events (tests and the sim trace). Called on the
-// owner thread of the event.
+// thread running the owner's step (its owner thread, or a user thread
+// holding its step lock: docs/operations.md 2.3).
 class LifecycleObserver {
  public:
   virtual ~LifecycleObserver() = default;

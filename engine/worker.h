@@ -9,8 +9,10 @@
 // in Step(), on the owner.
 //
 // Thread safety: Push() and InboxSize() from any thread (the inbox is one of
-// the closed list of cross-thread state). Everything else only from the
-// thread (or sim actor) that runs this worker's Step().
+// the closed list of cross-thread state). Everything else only by whoever
+// runs this worker's Step(): a sim actor, or in the threaded runtime the
+// thread holding the worker's step lock (its owner thread or a user thread,
+// engine/runtime_threads.h); never by two at once.
 //
 // What must stay true:
 // - Step() never blocks: it drains the inbox, posts, polls, sweeps
@@ -191,6 +193,9 @@ class Worker {
 
   // ---- owner only
   WaitSet Step(const PhaseOrder& order = kDefaultPhases);
+  // What Step would return now, without stepping: the threaded runtime's
+  // sleep plan, computed under the step lock after any user thread's step.
+  WaitSet CurrentWaitSet() { return WaitSetNow(); }
   // True once a shutdown was requested and every endpoint is destroyed.
   bool ShutDown() const;
   // C9/C1 accounting.

@@ -139,7 +139,8 @@ void Usage(std::FILE* to) {
                "          default 0: they block in WaitBatch until the engine publishes)]\n"
                "         [--peer HOST:PORT (initiator)] [--serve_s N (target)]\n"
                "         [--owner_poll blocking|adaptive|busy] [--owner_spin_us N]\n"
-               "         [--user_spin_us N] (the threaded runtime's waits, config.h)\n"
+               "         [--user_spin_us N] [--user_steps 0|1] (the threaded runtime's\n"
+               "          waits and whether user threads step owners, config.h)\n"
                "       --json FILE: also append one JSON object per point to FILE\n"
                "       --notify: notification round trips instead (threads 1, WRITE): per\n"
                "         block, a Submit of --batch WRITEs with a notification, and a\n"
@@ -224,6 +225,8 @@ std::optional<Options> Parse(int argc, char** argv) {
       o.config.owner_spin_ns_max = n * 1000;
     } else if (a == "--user_spin_us" && num) {
       o.config.user_spin_ns = n * 1000;
+    } else if (a == "--user_steps" && num && n <= 1) {
+      o.config.user_thread_steps = n == 1;
     } else if (a == "--json" && !v.empty()) {
       o.json_path = v;
     } else {
@@ -564,10 +567,11 @@ void AppendJson(const Options& o, const Point& p, const PointResult& r, double g
                ",\"threads\":%" PRIu64 ",\"batches\":%" PRIu64
                ",\"GBps\":%.6f,\"Gbps\":%.6f,\"p50_us\":%.1f,\"p99_us\":%.1f,\"p999_us\":%.1f"
                ",\"owner_poll\":\"%s\",\"owner_spin_ns_max\":%" PRIu64 ",\"user_spin_ns\":%" PRIu64
-               ",\"status\":\"%s\"}\n",
+               ",\"user_steps\":%s,\"status\":\"%s\"}\n",
                o.mode.c_str(), p.notify ? "NOTIFY" : std::string(OpKindName(p.op)).c_str(), p.block,
                p.batch, p.threads, r.batches, gbs, gbs * 8, p50, p99, p999, o.owner_poll.c_str(),
-               o.config.owner_spin_ns_max, o.config.user_spin_ns, status.c_str());
+               o.config.owner_spin_ns_max, o.config.user_spin_ns,
+               o.config.user_thread_steps ? "true" : "false", status.c_str());
   std::fclose(f);
 }
 

@@ -185,6 +185,14 @@ struct FERRY_EXPORT EngineConfig {
   // A blocking helper (WaitBatch, OpenSegment, Shutdown) spins this long on
   // the engine's progress before it sleeps (0: sleep at once).
   uint64_t user_spin_ns = 20'000;
+  // A user thread may run an owner's step itself, under the owner's step
+  // lock, instead of handing the work to the owner thread: Submit steps
+  // the owners it pushed to (posting at once), and a blocking helper's
+  // spin (user_spin_ns) steps the owners (polling their CQs). A step never
+  // runs on two threads at once, so C5 holds; an owner thread busy
+  // stepping is woken as before. Saves the two thread wake-ups of a batch-1
+  // operation (docs/operations.md 2.3). false: only owner threads step.
+  bool user_thread_steps = true;
 
   // Returns OK, or kInvalidArgument naming the first knob that breaks an
   // invariant (see the file comment). Pure: no device is consulted; limits

@@ -45,9 +45,11 @@ constexpr uint64_t kAreaBytes = 256 * 1024;
 constexpr uint64_t kBufBytes = kUserThreads * 2 * kAreaBytes;
 constexpr uint64_t kWaitNs = 60'000'000'000;  // virtual; far beyond the test's need
 
-EngineConfig StressConfig(OwnerPollMode mode = OwnerPollMode::kAdaptive) {
+EngineConfig StressConfig(OwnerPollMode mode = OwnerPollMode::kAdaptive,
+                          bool user_thread_steps = true) {
   EngineConfig c;
   c.owner_poll_mode = mode;
+  c.user_thread_steps = user_thread_steps;
   c.devices = {"sim0"};
   c.workers = 2;
   c.qps_per_endpoint = 2;
@@ -239,17 +241,23 @@ void ShutDownAndCheck(LockedWorld& world, Host (&hosts)[2]) {
   world.StopPump();
 }
 
-// Every owner poll mode (include/ferry/config.h): the same traffic, the
-// same checks; under ThreadSanitizer (scripts/tsan-check) each must be clean.
-class EngineThreadedModes : public ::testing::TestWithParam<OwnerPollMode> {};
+// Every owner poll mode (include/ferry/config.h), with and without user
+// threads stepping owners (EngineConfig::user_thread_steps): the same
+// traffic, the same checks; under ThreadSanitizer (scripts/tsan-check) each
+// must be clean.
+class EngineThreadedModes : public ::testing::TestWithParam<std::tuple<OwnerPollMode, bool>> {};
 
 INSTANTIATE_TEST_SUITE_P(PollModes, EngineThreadedModes,
-                         ::testing::Values(OwnerPollMode::kBlocking, OwnerPollMode::kAdaptive,
-                                           OwnerPollMode::kBusyPoll),
-                         [](const ::testing::TestParamInfo<OwnerPollMode>& i) {
-                           return i.param == OwnerPollMode::kBlocking   ? std::string("Blocking")
-                                  : i.param == OwnerPollMode::kAdaptive ? std::string("Adaptive")
-                                                                        : std::string("BusyPoll");
+                         ::testing::Combine(::testing::Values(OwnerPollMode::kBlocking,
+                                                              OwnerPollMode::kAdaptive,
+                                                              OwnerPollMode::kBusyPoll),
+                                            ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<std::tuple<OwnerPollMode, bool>>& i) {
+                           const OwnerPollMode m = std::get<0>(i.param);
+                           const std::string mode = m == OwnerPollMode::kBlocking   ? "Blocking"
+                                                    : m == OwnerPollMode::kAdaptive ? "Adaptive"
+                                                                                    : "BusyPoll";
+                           return mode + (std::get<1>(i.param) ? "UserSteps" : "OwnersOnly");
                          });
 
 TEST_P(EngineThreadedModes, FourUserThreadsTwoEnginesBytesVerifiedNoLeaks) {
@@ -257,7 +265,8 @@ TEST_P(EngineThreadedModes, FourUserThreadsTwoEnginesBytesVerifiedNoLeaks) {
   fc.hosts = 2;
   LockedWorld world(7, fc, LockedWorld::Options{});
   Host hosts[2];
-  BringUp(world, StressConfig(GetParam()), hosts);
+  const auto [mode, user_steps] = GetParam();
+  BringUp(world, StressConfig(mode, user_steps), hosts);
   ASSERT_FALSE(::testing::Test::HasFatalFailure());
 
   std::atomic<uint64_t> tasks_done{0};
@@ -295,11 +304,21 @@ TEST_P(EngineThreadedModes, FourUserThreadsTwoEnginesBytesVerifiedNoLeaks) {
     EXPECT_GT(st.worker_steps.load(), 0u);
     // The mode decides whether owners spin: never when blocking; when
     // adaptive or busy polling, spin steps happen and some find work.
-    if (GetParam() == OwnerPollMode::kBlocking) {
+    if (mode == OwnerPollMode::kBlocking) {
       EXPECT_EQ(st.spin_steps.load(), 0u);
     } else {
       EXPECT_GT(st.spin_steps.load(), 0u);
       EXPECT_GT(st.spin_hits.load(), 0u);
+    }
+    // User threads stepped owners themselves only when allowed to.
+    std::printf("%s inline steps=%llu owner wakes after them=%llu lock busy=%llu\n",
+                hs.addr.c_str(), static_cast<unsigned long long>(st.inline_steps.load()),
+                static_cast<unsigned long long>(st.inline_wakes.load()),
+                static_cast<unsigned long long>(st.inline_busy.load()));
+    if (user_steps) {
+      EXPECT_GT(st.inline_steps.load(), 0u);
+    } else {
+      EXPECT_EQ(st.inline_steps.load() + st.inline_busy.load(), 0u);
     }
     // The user threads waited through the progress generation and were
     // signalled by steps (not only by their timeouts).
