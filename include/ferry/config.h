@@ -182,9 +182,12 @@ struct FERRY_EXPORT EngineConfig {
   // no threads). See OwnerPollMode.
   OwnerPollMode owner_poll_mode = OwnerPollMode::kAdaptive;
   uint64_t owner_spin_ns_max = 50'000;  // adaptive spin bound (> 0 unless blocking)
-  // A blocking helper (WaitBatch, OpenSegment, Shutdown) spins this long on
-  // the engine's progress before it sleeps (0: sleep at once).
-  uint64_t user_spin_ns = 20'000;
+  // A blocking helper (WaitBatch, WaitNotifies, OpenSegment, Shutdown)
+  // spins this long on the engine's progress before it sleeps (0: sleep at
+  // once); with user_thread_steps it steps the owners meanwhile. 500 us
+  // covers a batch-1 round trip on Soft-RoCE in a VM (docs/operations.md
+  // 2.3: 20 and 200 us did not); on a shared host use 0 with kBlocking.
+  uint64_t user_spin_ns = 500'000;
   // A user thread may run an owner's step itself, under the owner's step
   // lock, instead of handing the work to the owner thread: Submit steps
   // the owners it pushed to (posting at once), and a blocking helper's
