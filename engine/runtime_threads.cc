@@ -45,11 +45,14 @@ ThreadedRuntime::ThreadedRuntime(EngineImpl* engine) : engine_(engine) {
     FERRY_CHECK_GE(s->event_fd, 0);
     slots_.push_back(std::move(s));
   }
+  async_stop_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  FERRY_CHECK_GE(async_stop_fd_, 0);
 }
 
 ThreadedRuntime::~ThreadedRuntime() {
   Stop();
   for (auto& s : slots_) ::close(s->event_fd);
+  ::close(async_stop_fd_);
 }
 
 void ThreadedRuntime::Start() {
@@ -82,6 +85,8 @@ void ThreadedRuntime::Stop() {
     const uint64_t one = 1;
     (void)!::write(slots_[w]->event_fd, &one, sizeof one);
   }
+  const uint64_t one = 1;
+  (void)!::write(async_stop_fd_, &one, sizeof one);
   for (std::thread& t : joining) t.join();
   // A user thread's step in progress ends before Stop returns; later ones
   // see stop_ under the lock and do nothing (StepInline).
@@ -125,7 +130,7 @@ uint64_t ThreadedRuntime::ProgressGeneration() {
 
 void ThreadedRuntime::WaitProgress(uint64_t seen, uint64_t timeout_ns) {
   const auto start = std::chrono::steady_clock::now();
-  const auto end = start + std::chrono::nanoseconds(std::min(timeout_ns, kIdleWaitMaxNs));
+  const auto end = start + std::chrono::nanoseconds(std::min(timeout_ns, kUserWaitMaxNs));
   const auto spin_end =
       std::min(end, start + std::chrono::nanoseconds(engine_->config().user_spin_ns));
   // Spin phase (bounded by spin_end): the hint moves with the generation.
@@ -375,6 +380,7 @@ void ThreadedRuntime::AsyncLoop() {
     if (p.empty()) {
       std::this_thread::sleep_for(std::chrono::nanoseconds(kAsyncWaitNs));
     } else {
+      p.push_back(pollfd{async_stop_fd_, POLLIN, 0});  // never drained: set once, by Stop
       const timespec ts = ToTimespec(kIdleWaitMaxNs);
       (void)::ppoll(p.data(), p.size(), &ts, nullptr);
     }

@@ -26,10 +26,15 @@
 //     first-message wait); a ControlNet that returns at once although
 //     nothing arrived (the simulated one) is caught by measuring the call,
 //     and the listener then waits kListenerWaitNs;
-//   * the async reader in ppoll on the contexts' async fds (kAsyncWaitNs
-//     sleep only when no context has one, i.e. the simulated RNIC).
-//   No wait exceeds kIdleWaitMaxNs, so a stop request is seen within that
-//   bound even if a wakeup were lost.
+//   * the async reader in ppoll on the contexts' async fds and the stop
+//     eventfd (kAsyncWaitNs sleep only when no context has one, i.e. the
+//     simulated RNIC).
+//   No wait exceeds kIdleWaitMaxNs (100 ms; the listener's kListenerPollNs,
+//   10 ms: a ControlNet cannot be interrupted), so a stop request is seen
+//   within that bound even if a wakeup were lost; Stop writes the workers'
+//   and the async reader's eventfds, so they see it at once. An idle engine
+//   so wakes about 10 times a second per worker (each idle wake-up of a
+//   thread showed up in batch-1 p99 on a VM: docs/operations.md 3.1).
 // - No lost wakeup: Wake sets the worker's `pending` flag and writes the
 //   eventfd when the flag was clear; the worker clears the flag and drains
 //   the eventfd *before* Step drains the inbox, so a push after that point
@@ -48,7 +53,7 @@
 //   bump). A step taken while spinning bumps it only when it found work (a
 //   CQE, a post, work_now): a publish without one during a spin (a timeout
 //   or cancel of queued slices, evidence by a destroy) is seen at the next
-//   bump or when the waiter's wait ends (at most kIdleWaitMaxNs): late by
+//   bump or when the waiter's wait ends (at most kUserWaitMaxNs): late by
 //   up to that, never lost.
 // - Worker state is touched only under its slot's step lock (`step_mu`),
 //   so no two threads ever step one worker at once (C5: an owner is a
@@ -109,15 +114,17 @@ struct ThreadedRuntimeStats {
 
 class ThreadedRuntime {
  public:
-  // Most a worker, the listener or the async reader waits before it looks
-  // at the stop flag again.
-  static constexpr uint64_t kIdleWaitMaxNs = 10'000'000;
+  // Most a worker or the async reader waits before it looks at the stop
+  // flag again (Stop also wakes both through their eventfds).
+  static constexpr uint64_t kIdleWaitMaxNs = 100'000'000;
+  // Most one round of a user wait (WaitProgress) lasts.
+  static constexpr uint64_t kUserWaitMaxNs = 10'000'000;
   // Wait of a worker with WRs outstanding when the backend has no channel
   // fds (the simulated RNIC), and of the listener between empty polls.
   static constexpr uint64_t kPollWaitNs = 20'000;
   // Listener: the blocking Poll's bound, and the fallback wait after a Poll
   // that returned empty sooner than kListenerBlockedMinNs (did not block).
-  static constexpr uint64_t kListenerPollNs = kIdleWaitMaxNs;
+  static constexpr uint64_t kListenerPollNs = 10'000'000;
   static constexpr uint64_t kListenerBlockedMinNs = 50'000;
   static constexpr uint64_t kListenerWaitNs = 200'000;
   static constexpr uint64_t kAsyncWaitNs = 1'000'000;
@@ -144,7 +151,7 @@ class ThreadedRuntime {
   void RemoveWaiter();
   uint64_t ProgressGeneration();
   // Blocks until the generation differs from `seen`, timeout_ns passed
-  // (capped at kIdleWaitMaxNs) or the runtime stopped; spins (yielding)
+  // (capped at kUserWaitMaxNs) or the runtime stopped; spins (yielding)
   // up to EngineConfig::user_spin_ns first: a completion that arrives
   // within it costs no futex wake-up.
   void WaitProgress(uint64_t seen, uint64_t timeout_ns);
@@ -191,6 +198,7 @@ class ThreadedRuntime {
 
   EngineImpl* const engine_;
   std::vector<std::unique_ptr<Slot>> slots_;  // fixed after construction
+  int async_stop_fd_ = -1;                    // eventfd: Stop wakes the async reader
   std::atomic<bool> started_{false};
   std::atomic<bool> stop_{false};
   ThreadedRuntimeStats stats_;
