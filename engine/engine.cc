@@ -1052,8 +1052,9 @@ absl::StatusOr<BatchStatus> Engine::GetBatchStatus(BatchId batch) const {
 absl::StatusOr<BatchStatus> Engine::WaitBatch(BatchId batch, uint64_t timeout_ns) {
   const uint64_t end = impl_->env().clock->NowNs() + timeout_ns;
   // Woken by the worker step that published (runtime_threads.h); the
-  // generation is read before the status so no publish is missed.
-  engine::RuntimeWaiter waiter(impl_.get());
+  // generation is read before the status so no publish is missed. A
+  // transfer is in flight: the spin polls its CQs for the whole budget.
+  engine::RuntimeWaiter waiter(impl_.get(), engine::SpinPolicy::kFullBudget);
   for (;;) {
     const uint64_t seen = waiter.Generation();
     FERRY_ASSIGN_OR_RETURN(BatchStatus s, impl_->GetBatchStatus(batch));

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <ctime>
+#include <optional>
 
 #include "base/check.h"
 #include "engine/engine_impl.h"
@@ -128,11 +129,21 @@ uint64_t ThreadedRuntime::ProgressGeneration() {
   return progress_gen_;
 }
 
-void ThreadedRuntime::WaitProgress(uint64_t seen, uint64_t timeout_ns) {
+void ThreadedRuntime::WaitProgress(uint64_t seen, uint64_t timeout_ns, SpinPolicy policy) {
   const auto start = std::chrono::steady_clock::now();
   const auto end = start + std::chrono::nanoseconds(std::min(timeout_ns, kUserWaitMaxNs));
-  const auto spin_end =
-      std::min(end, start + std::chrono::nanoseconds(engine_->config().user_spin_ns));
+  // kAdaptive: the budget shared by those waits (a heuristic, so relaxed)
+  // is halved after a full spin that saw no progress, down to
+  // user_spin_ns / 16, and doubled after one that did, up to user_spin_ns:
+  // a user polling an idle engine in a loop spins 1/16 of the time.
+  // kFullBudget (WaitBatch: a transfer is in flight) always spins it all.
+  const uint64_t spin_max_ns = engine_->config().user_spin_ns;
+  const bool adaptive = policy == SpinPolicy::kAdaptive;
+  uint64_t budget_ns =
+      adaptive ? user_spin_budget_ns_.load(std::memory_order_relaxed) : spin_max_ns;
+  if (budget_ns == 0 || budget_ns > spin_max_ns) budget_ns = spin_max_ns;
+  const auto budget_end = start + std::chrono::nanoseconds(budget_ns);
+  const auto spin_end = std::min(end, budget_end);
   // Spin phase (bounded by spin_end): the hint moves with the generation.
   // With user_thread_steps the spin steps the owners itself (a CQE it polls
   // publishes here, with no thread to wake); a step that found work bumps
@@ -150,6 +161,14 @@ void ThreadedRuntime::WaitProgress(uint64_t seen, uint64_t timeout_ns) {
     }
     next = (next + 1) % workers;
     if (!stepped) std::this_thread::yield();
+  }
+  if (!adaptive) {
+    // The shared budget is the other waits' alone.
+  } else if (progress_gen_hint_.load(std::memory_order_acquire) != seen) {
+    user_spin_budget_ns_.store(std::min(spin_max_ns, budget_ns * 2), std::memory_order_relaxed);
+  } else if (std::chrono::steady_clock::now() >= budget_end) {
+    user_spin_budget_ns_.store(std::max(spin_max_ns / 16, budget_ns / 2),
+                               std::memory_order_relaxed);
   }
   base::MutexLock l(&progress_mu_);
   FERRY_CHECK_GT(waiters_, 0u);  // a RuntimeWaiter is registered
@@ -235,16 +254,61 @@ bool ThreadedRuntime::StepInline(uint32_t w, bool* found) {
   return true;
 }
 
+std::optional<uint64_t> ThreadedRuntime::PlanSleep(Worker& worker, Slot& s, std::vector<int>& fds,
+                                                   std::vector<hal::CompChannelHandle>& channels) {
+  hal::Clock* clock = engine_->env().clock;
+  hal::Verbs* verbs = engine_->env().verbs;
+  // The plan comes from the worker's state now (user threads may have
+  // stepped it since this thread did) and is published under the lock: an
+  // inline step before this saw sleep_until_ns 0 and is in the plan, one
+  // after it compares its wait set with the plan (OwnerMustWake).
+  base::MutexLock l(&s.step_mu);
+  const WaitSet ws = worker.CurrentWaitSet();
+  // poll_empty: a destroyed QP's empty poll is due, and no CQE or timer
+  // would end a sleep for it (step.h).
+  if (ws.work_now || ws.poll_empty) return std::nullopt;
+  uint64_t wait_ns = kIdleWaitMaxNs;
+  if (ws.deadline_ns) {
+    const uint64_t now = clock->NowNs();
+    wait_ns = std::min(wait_ns, *ws.deadline_ns > now ? *ws.deadline_ns - now : 0);
+  }
+  fds.clear();
+  channels.clear();
+  // Every channel, outstanding WRs or not: a CQE polled inline (rxe can
+  // complete a WRITE inside post_send) still fired the armed CQ's event,
+  // which must be taken and the CQ re-armed before the next post relies
+  // on it. A stale event costs one early return, once per arm.
+  for (hal::CompChannelHandle ch : ws.channels) {
+    if (!ch.valid()) continue;
+    auto fd = verbs->CompChannelFd(ch);
+    if (!fd.ok()) continue;
+    fds.push_back(*fd);
+    channels.push_back(ch);
+  }
+  // No fds (simulated RNIC): completions are seen by polling, soon.
+  if ((ws.poll_now || ws.recv_posted) && fds.empty()) wait_ns = std::min(wait_ns, kPollWaitNs);
+  if (wait_ns > 0) {
+    s.sleep_channels.store(static_cast<uint32_t>(fds.size()));
+    s.sleep_until_ns.store(std::max<uint64_t>(1, clock->NowNs() + wait_ns));
+  }
+  return wait_ns;
+}
+
 void ThreadedRuntime::WorkerLoop(uint32_t w) {
   Worker& worker = *engine_->workers()[w];
   Slot& s = *slots_[w];
-  hal::Clock* clock = engine_->env().clock;
   hal::Verbs* verbs = engine_->env().verbs;
   std::vector<int> fds;
   std::vector<hal::CompChannelHandle> fd_channels;
   while (!stop_.load()) {
-    // Consume the wake before draining the inbox (no lost wakeup).
-    if (s.pending.exchange(false)) (void)DrainEventFd(s.event_fd);
+    // Consume the wake before draining the inbox (no lost wakeup): the
+    // eventfd first, then the flag. The other order let a Wake between
+    // them set the flag and have its write drained: the flag stayed set
+    // over an empty eventfd and every later Wake wrote nothing.
+    if (s.pending.load()) {
+      (void)DrainEventFd(s.event_fd);
+      s.pending.store(false);
+    }
     WaitSet ws;
     {
       base::MutexLock l(&s.step_mu);
@@ -252,43 +316,12 @@ void ThreadedRuntime::WorkerLoop(uint32_t w) {
     }
     // After the drained flag: a Shutdown waiter that wakes sees it.
     NotifyProgress();
-    if (ws.work_now) continue;
+    if (ws.work_now || ws.poll_empty) continue;
     if (Spin(worker, s)) continue;
-    uint64_t wait_ns = kIdleWaitMaxNs;
-    {
-      // The sleep plan, from the worker's state now (user threads may have
-      // stepped it since this thread did), published under the lock: an
-      // inline step before this saw sleep_until_ns 0 and is in the plan,
-      // one after it compares its wait set with the plan (OwnerMustWake).
-      base::MutexLock l(&s.step_mu);
-      ws = worker.CurrentWaitSet();
-      if (ws.work_now) continue;
-      if (ws.deadline_ns) {
-        const uint64_t now = clock->NowNs();
-        wait_ns = std::min(wait_ns, *ws.deadline_ns > now ? *ws.deadline_ns - now : 0);
-      }
-      fds.clear();
-      fd_channels.clear();
-      // Every channel, outstanding WRs or not: a CQE polled inline (rxe can
-      // complete a WRITE inside post_send) still fired the armed CQ's event,
-      // which must be taken and the CQ re-armed before the next post relies
-      // on it. A stale event costs one early return, once per arm.
-      for (hal::CompChannelHandle ch : ws.channels) {
-        if (!ch.valid()) continue;
-        auto fd = verbs->CompChannelFd(ch);
-        if (!fd.ok()) continue;
-        fds.push_back(*fd);
-        fd_channels.push_back(ch);
-      }
-      // No fds (simulated RNIC): completions are seen by polling, soon.
-      if ((ws.poll_now || ws.recv_posted) && fds.empty()) wait_ns = std::min(wait_ns, kPollWaitNs);
-      if (wait_ns > 0) {
-        s.sleep_channels.store(static_cast<uint32_t>(fds.size()));
-        s.sleep_until_ns.store(std::max<uint64_t>(1, clock->NowNs() + wait_ns));
-      }
-    }
-    if (wait_ns > 0) {
-      WaitOn(s, fds, wait_ns);
+    const std::optional<uint64_t> wait_ns = PlanSleep(worker, s, fds, fd_channels);
+    if (!wait_ns.has_value()) continue;
+    if (*wait_ns > 0) {
+      WaitOn(s, fds, *wait_ns);
       s.sleep_until_ns.store(0);
     }
     base::MutexLock l(&s.step_mu);
@@ -412,8 +445,9 @@ void RuntimeYield() {
   std::this_thread::sleep_for(std::chrono::nanoseconds(kWaiterFallbackSleepNs));
 }
 
-RuntimeWaiter::RuntimeWaiter(EngineImpl* engine)
-    : rt_(engine->threaded_runtime != nullptr && engine->threaded_runtime->running()
+RuntimeWaiter::RuntimeWaiter(EngineImpl* engine, SpinPolicy policy)
+    : policy_(policy),
+      rt_(engine->threaded_runtime != nullptr && engine->threaded_runtime->running()
               ? engine->threaded_runtime.get()
               : nullptr) {
   if (rt_ != nullptr) rt_->AddWaiter();
@@ -427,7 +461,7 @@ uint64_t RuntimeWaiter::Generation() { return rt_ != nullptr ? rt_->ProgressGene
 
 void RuntimeWaiter::Wait(uint64_t seen, uint64_t timeout_ns) {
   if (rt_ != nullptr && rt_->running()) {
-    rt_->WaitProgress(seen, timeout_ns);
+    rt_->WaitProgress(seen, timeout_ns, policy_);
   } else {
     std::this_thread::sleep_for(
         std::chrono::nanoseconds(std::min(timeout_ns, kWaiterFallbackSleepNs)));

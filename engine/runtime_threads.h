@@ -17,11 +17,12 @@
 //   during the spin, the channels are drained after the block).
 // - Every runtime thread blocks in the kernel on what can wake it, never in
 //   a sleep loop while the backend gives it something to block on:
-//   * a worker on its wait set: its wake eventfd (written by Wake, i.e.
-//     after every push into its inbox), the completion-channel fds of its
-//     CQs when it has WRs outstanding (the simulated RNIC has no fds: then
-//     a short bounded wait, kPollWaitNs, replaces them), and its next
-//     deadline;
+//   * a worker on its wait set: its wake eventfd (written by Wake after a
+//     push into its inbox, unless a user thread's step took the push, see
+//     below), the completion-channel fds of its CQs (the simulated RNIC has
+//     no fds: with WRs outstanding a short bounded wait, kPollWaitNs,
+//     replaces them), and its next deadline; a step that leaves work_now
+//     or poll_empty (step.h) is followed by another at once;
 //   * the listener in ControlNet::Poll(timeout) (Listener::Step with a
 //     first-message wait); a ControlNet that returns at once although
 //     nothing arrived (the simulated one) is caught by measuring the call,
@@ -36,9 +37,11 @@
 //   so wakes about 10 times a second per worker (each idle wake-up of a
 //   thread showed up in batch-1 p99 on a VM: docs/operations.md 3.1).
 // - No lost wakeup: Wake sets the worker's `pending` flag and writes the
-//   eventfd when the flag was clear; the worker clears the flag and drains
-//   the eventfd *before* Step drains the inbox, so a push after that point
-//   leaves the eventfd readable and the following poll returns at once.
+//   eventfd when the flag was clear; the worker, seeing the flag set,
+//   drains the eventfd and then clears the flag, both *before* Step drains
+//   the inbox, so a push after that point leaves the eventfd readable and
+//   the following poll returns at once (a Wake between the drain and the
+//   clear wrote nothing, and its push was made before the Step).
 // - Every completion event taken from a channel is acknowledged at once and
 //   its CQ re-armed before the next Step polls it (no CQE can complete
 //   between the poll and the arm unseen). Events are taken from every
@@ -46,7 +49,8 @@
 //   CQ is never left disarmed by an event nobody read.
 // - Progress for user waits: after every worker Step of the loop proper
 //   and every listener step that read a message, the stepping thread bumps
-//   the progress generation under progress_mu_ and signals the waiters. A
+//   the progress generation under progress_mu_ and signals the waiters (a
+//   spin step, the owner's or a user thread's, only when it found work). A
 //   waiter reads the generation (under the same mutex) *before* checking
 //   its condition and sleeps only while the generation is unchanged, so a
 //   publish after its check always wakes it (the publish happens before the
@@ -70,9 +74,17 @@
 //   completion channels as the step's wait set lists (a CQE fires an armed
 //   channel), until no later than the step's deadline, with no work_now,
 //   no poll_empty and, with no channel fds (the simulated RNIC), no WRs or
-//   receives outstanding. An owner awake or about to sleep reads 0 there:
-//   it is woken, and its ppoll returns at once. CQs stay armed: only the
-//   owner thread takes events and re-arms, under the step lock.
+//   receives outstanding. An owner awake or about to sleep reads 0 there
+//   and is not woken: it computes its next sleep plan under the step lock
+//   (Worker::CurrentWaitSet), after this step, so the plan covers it.
+//   Channel events are taken and CQs re-armed by the owner thread, under
+//   the step lock (a CQ a step creates, at a CQ_ERR recreate or a context
+//   re-enable, is armed by that step, also under the lock). A CQE a user
+//   step polls still fires its armed channel: the owner thread wakes, off
+//   the user's path, takes the event and re-arms.
+//   Tested gap: on the simulated RNIC (no channel fds) every sleeping owner
+//   is woken after an inline step, so the threaded stress test never runs
+//   the "plan covers it" branch; only rxe (scripts/softroce) does.
 // - Stop joins every thread; after Stop no runtime thread touches the
 //   engine. Wake after Stop is a no-op; waiters are released.
 #ifndef FERRY_ENGINE_RUNTIME_THREADS_H_
@@ -81,6 +93,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -110,6 +123,12 @@ struct ThreadedRuntimeStats {
   std::atomic<uint64_t> inline_steps{0};      // steps run on a user thread
   std::atomic<uint64_t> inline_wakes{0};      // owner woken after an inline step
   std::atomic<uint64_t> inline_busy{0};       // a user thread found the step lock taken
+};
+
+// How a user wait spins before it sleeps (ThreadedRuntime::WaitProgress).
+enum class SpinPolicy : uint8_t {
+  kAdaptive,    // an adaptive budget, shared by such waits (idle polls shrink it)
+  kFullBudget,  // all of user_spin_ns (WaitBatch: a transfer is in flight)
 };
 
 class ThreadedRuntime {
@@ -151,10 +170,13 @@ class ThreadedRuntime {
   void RemoveWaiter();
   uint64_t ProgressGeneration();
   // Blocks until the generation differs from `seen`, timeout_ns passed
-  // (capped at kUserWaitMaxNs) or the runtime stopped; spins (yielding)
-  // up to EngineConfig::user_spin_ns first: a completion that arrives
-  // within it costs no futex wake-up.
-  void WaitProgress(uint64_t seen, uint64_t timeout_ns);
+  // (capped at kUserWaitMaxNs) or the runtime stopped; spins first (stepping
+  // the owners with user_thread_steps, else yielding), up to an adaptive
+  // budget <= EngineConfig::user_spin_ns (`policy`: kAdaptive halves it
+  // after a spin that saw no progress, down to 1/16, and doubles it after
+  // one that did): a completion that arrives within it costs no futex
+  // wake-up.
+  void WaitProgress(uint64_t seen, uint64_t timeout_ns, SpinPolicy policy);
   // User threads (EngineConfig::user_thread_steps; see the file comment).
   // After Submit pushed into w's inbox: steps w here if its lock is free
   // (waking the owner only when its sleep does not cover what is left),
@@ -182,6 +204,11 @@ class ThreadedRuntime {
   };
   // One step of `worker` with its slot's lock held; publishes `drained`.
   WaitSet StepLocked(Worker& worker, Slot& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.step_mu);
+  // The owner thread's sleep plan, under the step lock: fills the channel
+  // fds to wait on and publishes the plan in the slot; returns the wait, or
+  // nullopt when the worker must step again at once.
+  std::optional<uint64_t> PlanSleep(Worker& worker, Slot& s, std::vector<int>& fds,
+                                    std::vector<hal::CompChannelHandle>& channels);
   // Whether an owner asleep as the slot says misses something `ws` asks for.
   bool OwnerMustWake(const Slot& s, const WaitSet& ws) const;
   void WorkerLoop(uint32_t w);
@@ -210,6 +237,8 @@ class ThreadedRuntime {
   // Written with progress_gen_ (under progress_mu_), read without it by the
   // spin phase of WaitProgress (a hint only: the blocking phase decides).
   std::atomic<uint64_t> progress_gen_hint_{0};
+  // WaitProgress's adaptive spin budget (0: not set yet = user_spin_ns).
+  std::atomic<uint64_t> user_spin_budget_ns_{0};
   uint32_t waiters_ ABSL_GUARDED_BY(progress_mu_) = 0;
 };
 
@@ -224,7 +253,7 @@ class ThreadedRuntime {
 // without one (the engine is stepped elsewhere) it sleeps a short while.
 class RuntimeWaiter {
  public:
-  explicit RuntimeWaiter(EngineImpl* engine);
+  explicit RuntimeWaiter(EngineImpl* engine, SpinPolicy policy = SpinPolicy::kAdaptive);
   ~RuntimeWaiter();
   RuntimeWaiter(const RuntimeWaiter&) = delete;
   RuntimeWaiter& operator=(const RuntimeWaiter&) = delete;
@@ -232,6 +261,7 @@ class RuntimeWaiter {
   void Wait(uint64_t seen, uint64_t timeout_ns);
 
  private:
+  const SpinPolicy policy_;
   ThreadedRuntime* rt_;  // null: no threaded runtime
 };
 

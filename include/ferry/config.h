@@ -183,8 +183,9 @@ struct FERRY_EXPORT EngineConfig {
   OwnerPollMode owner_poll_mode = OwnerPollMode::kAdaptive;
   uint64_t owner_spin_ns_max = 50'000;  // adaptive spin bound (> 0 unless blocking)
   // A blocking helper (WaitBatch, WaitNotifies, OpenSegment, Shutdown)
-  // spins this long on the engine's progress before it sleeps (0: sleep at
-  // once); with user_thread_steps it steps the owners meanwhile. 500 us
+  // spins up to this long on the engine's progress before it sleeps (0:
+  // sleep at once; an adaptive budget between 1/16 of it and all of it);
+  // with user_thread_steps it steps the owners meanwhile. 500 us
   // covers a batch-1 round trip on Soft-RoCE in a VM (docs/operations.md
   // 2.3: 20 and 200 us did not); on a shared host use 0 with kBlocking.
   uint64_t user_spin_ns = 500'000;
