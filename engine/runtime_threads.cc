@@ -36,6 +36,12 @@ bool DrainEventFd(int fd) {
   uint64_t v = 0;
   return ::read(fd, &v, sizeof v) == static_cast<ssize_t>(sizeof v);
 }
+
+// Makes an eventfd readable.
+void SignalEventFd(int fd) {
+  const uint64_t one = 1;
+  (void)!::write(fd, &one, sizeof one);
+}
 }  // namespace
 
 ThreadedRuntime::ThreadedRuntime(EngineImpl* engine) : engine_(engine) {
@@ -81,13 +87,9 @@ void ThreadedRuntime::Stop() {
     progress_gen_hint_.store(progress_gen_, std::memory_order_release);
     progress_cv_.SignalAll();
   }
-  for (uint32_t w = 0; w < slots_.size(); ++w) {
-    // Direct write: Wake() is a no-op once stop_ is set.
-    const uint64_t one = 1;
-    (void)!::write(slots_[w]->event_fd, &one, sizeof one);
-  }
-  const uint64_t one = 1;
-  (void)!::write(async_stop_fd_, &one, sizeof one);
+  // Direct writes: Wake() is a no-op once stop_ is set.
+  for (auto& sl : slots_) SignalEventFd(sl->event_fd);
+  SignalEventFd(async_stop_fd_);
   for (std::thread& t : joining) t.join();
   // A user thread's step in progress ends before Stop returns; later ones
   // see stop_ under the lock and do nothing (StepInline).
@@ -101,8 +103,7 @@ void ThreadedRuntime::Wake(uint32_t w) {
   if (stop_.load()) return;
   Slot& s = *slots_[w];
   if (s.pending.exchange(true)) return;  // an unconsumed wake is already written
-  const uint64_t one = 1;
-  (void)!::write(s.event_fd, &one, sizeof one);
+  SignalEventFd(s.event_fd);
   stats_.wakes_written.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -162,13 +163,13 @@ void ThreadedRuntime::WaitProgress(uint64_t seen, uint64_t timeout_ns, SpinPolic
     next = (next + 1) % workers;
     if (!stepped) std::this_thread::yield();
   }
-  if (!adaptive) {
-    // The shared budget is the other waits' alone.
-  } else if (progress_gen_hint_.load(std::memory_order_acquire) != seen) {
-    user_spin_budget_ns_.store(std::min(spin_max_ns, budget_ns * 2), std::memory_order_relaxed);
-  } else if (std::chrono::steady_clock::now() >= budget_end) {
-    user_spin_budget_ns_.store(std::max(spin_max_ns / 16, budget_ns / 2),
-                               std::memory_order_relaxed);
+  if (adaptive) {  // the shared budget is the adaptive waits' alone
+    if (progress_gen_hint_.load(std::memory_order_acquire) != seen) {
+      user_spin_budget_ns_.store(std::min(spin_max_ns, budget_ns * 2), std::memory_order_relaxed);
+    } else if (std::chrono::steady_clock::now() >= budget_end) {
+      user_spin_budget_ns_.store(std::max(spin_max_ns / 16, budget_ns / 2),
+                                 std::memory_order_relaxed);
+    }
   }
   base::MutexLock l(&progress_mu_);
   FERRY_CHECK_GT(waiters_, 0u);  // a RuntimeWaiter is registered
@@ -203,10 +204,12 @@ void ThreadedRuntime::WaitOn(Slot& s, std::vector<int>& fds, uint64_t wait_ns) {
   (void)::ppoll(p.data(), p.size(), &ts, nullptr);
 }
 
-WaitSet ThreadedRuntime::StepLocked(Worker& worker, Slot& s) {
+WaitSet ThreadedRuntime::StepLocked(Worker& worker, Slot& s, bool* found) {
+  const uint64_t work_before = worker.stats().cqes + worker.stats().posted;
   const WaitSet ws = worker.Step();
   stats_.worker_steps.fetch_add(1, std::memory_order_relaxed);
   s.drained.store(worker.ShutDown());
+  if (found != nullptr) *found = worker.stats().cqes + worker.stats().posted != work_before;
   return ws;
 }
 
@@ -240,10 +243,7 @@ bool ThreadedRuntime::StepInline(uint32_t w, bool* found) {
     s.step_mu.Unlock();
     return false;
   }
-  Worker& worker = *engine_->workers()[w];
-  const uint64_t work_before = worker.stats().cqes + worker.stats().posted;
-  const WaitSet ws = StepLocked(worker, s);
-  *found = worker.stats().cqes + worker.stats().posted != work_before;
+  const WaitSet ws = StepLocked(*engine_->workers()[w], s, found);
   s.step_mu.Unlock();
   stats_.inline_steps.fetch_add(1, std::memory_order_relaxed);
   if (OwnerMustWake(s, ws)) {
@@ -356,9 +356,8 @@ bool ThreadedRuntime::Spin(Worker& worker, Slot& s) {
     bool work = false;
     {
       base::MutexLock l(&s.step_mu);
-      const uint64_t work_before = worker.stats().cqes + worker.stats().posted;
-      const WaitSet ws = StepLocked(worker, s);
-      work = ws.work_now || worker.stats().cqes + worker.stats().posted != work_before;
+      bool found_cqe_or_post = false;
+      work = StepLocked(worker, s, &found_cqe_or_post).work_now || found_cqe_or_post;
     }
     stats_.spin_steps.fetch_add(1, std::memory_order_relaxed);
     if (work) {

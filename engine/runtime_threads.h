@@ -203,7 +203,9 @@ class ThreadedRuntime {
     std::atomic<uint32_t> sleep_channels{0};
   };
   // One step of `worker` with its slot's lock held; publishes `drained`.
-  WaitSet StepLocked(Worker& worker, Slot& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.step_mu);
+  // *found (if given): the step posted or polled a CQE.
+  WaitSet StepLocked(Worker& worker, Slot& s, bool* found = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.step_mu);
   // The owner thread's sleep plan, under the step lock: fills the channel
   // fds to wait on and publishes the plan in the slot; returns the wait, or
   // nullopt when the worker must step again at once.
