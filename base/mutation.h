@@ -127,6 +127,8 @@ enum class Mutation : uint32_t {
   kEngineNotifyNoDedup,             // engine: the receiver delivers every notification it
                                     // receives, a resend of a delivered one again (N3)
   kEngineNotifyRecvNoQuota,         // engine: receive WRs are posted without CQ quota (N4)
+  kSimInlineReadsLate,              // sim: an inline WR's bytes are read from the caller's
+                                    // buffer when sent, not copied at post_send
   kCount,
 };
 
@@ -295,6 +297,8 @@ inline std::string_view MutationName(Mutation m) {
       return "engine_notify_no_dedup";
     case Mutation::kEngineNotifyRecvNoQuota:
       return "engine_notify_recv_no_quota";
+    case Mutation::kSimInlineReadsLate:
+      return "sim_inline_reads_late";
     case Mutation::kCount:
       break;
   }

@@ -34,6 +34,8 @@ absl::Status CheckQueues(const EngineConfig& c) {
   if (c.qps_per_endpoint == 0 || c.qps_per_endpoint > kQpsPerEndpointMax)
     return Bad("qps_per_endpoint = %u: must be in [1, %u]", c.qps_per_endpoint, kQpsPerEndpointMax);
   if (c.wr_depth == 0) return Bad("wr_depth = 0: a QP must hold at least one WR");
+  if (c.inline_bytes_max > kInlineBytesMax)
+    return Bad("inline_bytes_max = %u: at most %u", c.inline_bytes_max, kInlineBytesMax);
   if (c.cqe_limit == 0) return Bad("cqe_limit = 0");
   if (c.endpoint_store_capacity == 0) return Bad("endpoint_store_capacity = 0");
   // C4/C8: a CQ fully loaded by its live endpoints must not overrun.

@@ -78,12 +78,22 @@ absl::StatusOr<std::unique_ptr<Endpoint>> Endpoint::Create(
     init.cap.max_send_wr = params.wr_depth;
     init.cap.max_recv_wr = params.recv_depth;
     init.sq_sig_all = false;  // every WR is signalled explicitly
+    init.cap.max_inline_data = params.max_inline_data;
     auto info = verbs->CreateQp(params.pd, init);
+    // No verb says how much inline data a device takes: one that refuses
+    // the size asked (EINVAL) gets a QP without inline, as rdmamojo's
+    // ibv_create_qp page advises.
+    if (!info.ok() && info.status().code() == absl::StatusCode::kInvalidArgument &&
+        init.cap.max_inline_data > 0) {
+      init.cap.max_inline_data = 0;
+      info = verbs->CreateQp(params.pd, init);
+    }
     if (!info.ok()) return fail(info.status());
     DataQp dq;
     dq.qp = OwnedQp(verbs, info->qp, ledger);
     dq.uid = (*next_qp_uid)++;
     dq.qpn = info->qp_num;
+    dq.max_inline_data = init.cap.max_inline_data == 0 ? 0 : info->cap.max_inline_data;
     dq.sq_psn = static_cast<uint32_t>(entropy->Next64() & 0xffffffu);
     ep->qps_.push_back(std::move(dq));
   }

@@ -78,6 +78,7 @@ struct QpParams {
   hal::CqHandle cq;
   uint32_t wr_depth = 0;
   uint32_t recv_depth = 1;  // max_recv_wr asked (notify_recv_slots, at least 1)
+  uint32_t max_inline_data = 0;  // asked; a QP the device refuses it is made without
   uint8_t port_num = 1;
   uint8_t sgid_index = 0;
   hal::Mtu local_mtu = hal::Mtu::k1024;
@@ -91,6 +92,7 @@ struct DataQp {
   uint64_t uid = 0;  // worker-unique id of this QP object (never reused)
   uint32_t qpn = 0;
   uint32_t sq_psn = 0;                        // our starting PSN (random)
+  uint32_t max_inline_data = 0;               // as the device reported it
   hal::QpState state = hal::QpState::kReset;  // as we last moved it
   std::deque<uint32_t> fifo;                  // slots of posted WRs, in post order
   // Posted receive WRs in post order: (notification slot, receive seq).

@@ -88,6 +88,7 @@ struct WaitSet {
 
 struct WorkerStats {
   uint64_t posted = 0;
+  uint64_t posted_inline = 0;  // of them, inline (EngineConfig::inline_bytes_max)
   uint64_t cqes = 0;
   uint64_t stale_cqes = 0;
   uint64_t polls = 0;

@@ -32,6 +32,7 @@ absl::StatusOr<Endpoint*> Worker::NewEndpoint(const Key& key) {
   p.cq = c->cq(id_, 0);
   p.wr_depth = cfg_.wr_depth;
   p.recv_depth = std::max<uint32_t>(1, cfg_.notify_recv_slots);
+  p.max_inline_data = cfg_.inline_bytes_max;
   p.port_num = c->port_num();
   p.sgid_index = static_cast<uint8_t>(c->gid_index());
   p.local_mtu = c->active_mtu();

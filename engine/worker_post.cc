@@ -226,8 +226,13 @@ void Worker::FillWr(ChainEntry& e, Endpoint* ep, uint32_t qi, Context* rc, hal::
     if (keys.ok()) e.p.route->lkey = keys->lkey;
     e.p.route->lkey_epoch = rc->epoch();
   }
-  wr.sg_list[0] =
-      hal::Sge{e.p.route->local_addr + off, task.SliceLengthBytes(e.p.slice), e.p.route->lkey};
+  const uint32_t len = task.SliceLengthBytes(e.p.slice);
+  wr.sg_list[0] = hal::Sge{e.p.route->local_addr + off, len, e.p.route->lkey};
+  // Small WRITEs and SENDs inline: their bytes go with the WQE.
+  if (len <= q.max_inline_data && len <= cfg_.inline_bytes_max &&
+      e.p.route->op != OpKind::kRead) {
+    wr.send_flags |= hal::kSendInline;
+  }
   if (e.p.route->send) {  // a notification: no remote address
     wr.remote_addr = 0;
     wr.rkey = 0;
@@ -265,6 +270,7 @@ bool Worker::PostQpChain(const Key& key, Endpoint* ep, uint32_t qi, uint32_t n, 
     NoteEvent("post", key, ep->generation(), q.qpn);
     e.posted = true;
     ++stats_.posted;
+    if ((wrs[j].send_flags & hal::kSendInline) != 0) ++stats_.posted_inline;
     --*budget;
   }
   if (posted > 0) ep->last_used_ns = env_->clock->NowNs();

@@ -34,6 +34,7 @@ inline constexpr uint32_t kSlicesPerTaskMax = 1u << 16;
 inline constexpr uint32_t kSliceAttemptsLimit = 1u << 15;
 inline constexpr uint32_t kBatchCapacityMax = 1u << 20;
 inline constexpr uint32_t kNotifyRecvSlotsMax = 64;
+inline constexpr uint32_t kInlineBytesMax = 1024;  // inline_bytes_max's bound
 
 // How an owner thread of the production runtime waits when it has nothing
 // to do (engine/runtime_threads.h; docs/operations.md 2.2).
@@ -109,6 +110,12 @@ struct FERRY_EXPORT EngineConfig {
   // ------------------------------------------------------------- queues
   uint32_t qps_per_endpoint = 2;  // data QPs per endpoint (1..kQpsPerEndpointMax)
   uint32_t wr_depth = 64;         // WRs outstanding per QP (max_send_wr asked)
+  // WRITE slices and notification SENDs of at most this many bytes are
+  // posted inline (IBV_SEND_INLINE: post_send copies the bytes into the
+  // WQE, so the RNIC never reads the buffer; docs/design.md section 3).
+  // Asked as max_inline_data at QP create; a device that refuses it gets
+  // QPs without inline. 0 = off; <= kInlineBytesMax.
+  uint32_t inline_bytes_max = 64;
   uint32_t cqe_limit = 4096;      // CQEs asked per CQ (the quota ledger's size)
   // Endpoints per owner per device context (the owner's store capacity).
   // Endpoints on one CQ = ceil(endpoint_store_capacity / cqs_per_worker).

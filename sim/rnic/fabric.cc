@@ -62,6 +62,13 @@ hal::DeviceAttr ProfileLimits(RnicProfile p) {
   return a;
 }
 
+uint32_t ProfileMaxInlineData(RnicProfile p) {
+  // rxe: RXE_MAX_INLINE_DATA, the module parameter's default (kernel 6.1;
+  // the conformance case InlineWriteTakesItsBytesAtPost prints a real
+  // device's answer). mlx5: a model value of the same order.
+  return p == RnicProfile::kMlx5 ? 256 : 400;
+}
+
 std::string_view ViolationKindName(ViolationKind k) {
   switch (k) {
     case ViolationKind::kWrongActor:

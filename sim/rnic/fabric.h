@@ -61,6 +61,10 @@ std::string_view RnicProfileName(RnicProfile p);
 
 // Device limits of a profile (docs/design.md section 3: enforced by the sim).
 hal::DeviceAttr ProfileLimits(RnicProfile p);
+// The largest max_inline_data ibv_create_qp accepts (ibv_device_attr has no
+// such field): rxe, the rdma_rxe module's max_inline_data (400 on kernel
+// 6.1); mlx5, a model value (the provider derives it from the WQE size).
+uint32_t ProfileMaxInlineData(RnicProfile p);
 
 struct FabricConfig {
   RnicProfile profile = RnicProfile::kMlx5;
@@ -490,6 +494,11 @@ class Fabric final : public Actor {
     // (an RNIC fetched them at transmit; the buffer was still the task's).
     // Cleared when the ring slot is reused.
     std::vector<uint8_t> sent_payload;
+    // An inline WR (kSendInline): all its bytes, copied at post time (the
+    // driver copies them into the WQE; the buffer is the caller's again
+    // when post_send returns). Its packets take their bytes from here.
+    bool inline_data = false;
+    std::vector<uint8_t> inline_payload;
   };
   struct Qp {
     bool alive = true;
@@ -799,6 +808,8 @@ class Fabric final : public Actor {
   void ResetQpQueues(Qp& q);
   void ArmTimer(uint32_t qi, Qp& q);
   uint64_t TimeoutNs(const Qp& q) const;
+  // An inline WR's bytes into its sent_payload, at post_send.
+  void CopyInline(Wr& w);
   bool DmaLocal(uint32_t qi, Qp& q, const Wr& w, uint64_t off, uint64_t len, uint8_t* remote,
                 bool to_remote);
   // The MR an rkey (an MR's or a window's) reaches for a request arriving

@@ -273,6 +273,10 @@ void Fabric::SaveSentPayloads(uint32_t qi, Qp& q) {
     const uint64_t sent_pkts = std::min<uint64_t>(q.sent_vpsn_hi - w.vpsn_first, w.npkts);
     const uint64_t bytes = std::min(w.len, sent_pkts * mtu);
     if (bytes == 0) continue;
+    if (w.inline_data) {  // its bytes went with the WQE
+      w.sent_payload.assign(w.inline_payload.begin(), w.inline_payload.begin() + bytes);
+      continue;
+    }
     w.sent_payload.resize(bytes);
     // The task still owns its buffer here (this WR's CQE is not out yet).
     if (!DmaLocal(qi, q, w, 0, bytes, w.sent_payload.data(), true)) w.sent_payload = {};

@@ -193,6 +193,12 @@ hal::PostResult Fabric::VerbPostSend(uint32_t host, hal::QpHandle qph,
     } else {
       for (uint32_t k = 0; k < wr.num_sge; ++k) len += wr.sg_list[k].length;
       if (len > (uint64_t{1} << 31)) err = EINVAL;
+      // Inline: at most the QP's max_inline_data (rxe's validate_send_wr);
+      // only a WR that carries a payload (stricter than rxe, which copies
+      // for any opcode and then ignores the bytes).
+      if ((wr.send_flags & hal::kSendInline) != 0 &&
+          (len > q.cap.max_inline_data || !CarriesPayload(wr.opcode)))
+        err = EINVAL;
     }
     if (err != 0) {
       r.status = Errno("ibv_post_send", err);
@@ -213,6 +219,12 @@ void Fabric::EnqueueWr(uint32_t qi, Qp& q, const hal::SendWr& wr, uint64_t len, 
   w.wr = wr;
   if (!w.sent_payload.empty()) w.sent_payload = {};
   w.len = len;
+  // Inline: the bytes are copied now, as the driver copies them into the
+  // WQE; the RNIC never reads the caller's buffer for this WR. Test-only:
+  // the bug of reading it when the packet is sent.
+  w.inline_data = (wr.send_flags & hal::kSendInline) != 0 &&
+                  !config_.mutations.on(base::Mutation::kSimInlineReadsLate);
+  if (w.inline_data) CopyInline(w);
   // A local operation sends no packet and takes no PSN.
   w.npkts = IsLocalOp(wr.opcode)
                 ? 0
@@ -250,8 +262,9 @@ bool Fabric::StartWr(uint32_t qi, Qp& q, Wr& w) {
     return false;
   }
   // Local keys are checked when the WR starts executing (as hardware does):
-  // a bad lkey or range completes LOC_PROT_ERR.
-  for (uint32_t k = 0; k < w.wr.num_sge; ++k) {
+  // a bad lkey or range completes LOC_PROT_ERR. An inline WR's bytes are in
+  // the WQE: no key is used.
+  for (uint32_t k = 0; k < w.wr.num_sge && !w.inline_data; ++k) {
     const hal::Sge& sge = w.wr.sg_list[k];
     const uint32_t idx = sge.lkey >> 8;
     bool ok = idx != 0 && idx <= mrs_.size();
@@ -398,6 +411,19 @@ const Fabric::Mr* Fabric::ResolveRkey(uint32_t dev, uint32_t pd, uint32_t respon
   const uint64_t base = reinterpret_cast<uint64_t>(m.addr);
   if (addr < base || addr + len > base + m.len || addr + len < addr) return nullptr;
   return &m;
+}
+
+void Fabric::CopyInline(Wr& w) {
+  w.inline_payload.resize(w.len);
+  uint64_t done = 0;
+  for (uint32_t k = 0; k < w.wr.num_sge; ++k) {
+    const hal::Sge& sge = w.wr.sg_list[k];
+    const auto* src = reinterpret_cast<const uint8_t*>(sge.addr);
+    ShadowCheck(src, sge.length, true, "inline source at post_send");
+    if (sge.length > 0) std::memcpy(w.inline_payload.data() + done, src, sge.length);
+    done += sge.length;
+  }
+  FERRY_CHECK_EQ(done, w.len);
 }
 
 bool Fabric::DmaLocal(uint32_t qi, Qp& q, const Wr& w, uint64_t off, uint64_t len, uint8_t* remote,

@@ -19,6 +19,27 @@ namespace ferry::sim {
 
 using namespace fabric_internal;  // NOLINT(build/namespaces): the fabric's own helpers
 
+namespace {
+
+// The send-side capacities a device reports for `cap`: mlx5 rounds the send
+// queue to a power of two; rxe sizes the send WQE for the larger of the SGE
+// list and the inline data and reports that size as max_inline_data
+// (rxe_qp.c); the mlx5 model reports the inline size asked.
+hal::QpCap ReportedSendCap(RnicProfile profile, const hal::DeviceAttr& limits,
+                           const hal::QpCap& cap) {
+  hal::QpCap out = cap;
+  if (profile == RnicProfile::kMlx5 && cap.max_send_wr > 0) {
+    out.max_send_wr = std::min(std::bit_ceil(cap.max_send_wr), limits.max_qp_wr);
+  }
+  if (profile == RnicProfile::kRxe) {
+    out.max_inline_data = std::max<uint32_t>(
+        cap.max_inline_data, std::max<uint32_t>(cap.max_send_sge, 1) * uint32_t{sizeof(hal::Sge)});
+  }
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<hal::QpInfo> Fabric::VerbCreateQp(uint32_t host, hal::PdHandle pd,
                                                  const hal::QpInitAttr& init) {
   FERRY_ASSIGN_OR_RETURN(const uint32_t pi, CheckPd(host, pd, "ibv_create_qp"));
@@ -32,7 +53,8 @@ absl::StatusOr<hal::QpInfo> Fabric::VerbCreateQp(uint32_t host, hal::PdHandle pd
   const hal::QpCap& cap = init.cap;
   if (cap.max_send_wr > limits_.max_qp_wr || cap.max_recv_wr > limits_.max_qp_wr ||
       cap.max_send_sge > limits_.max_sge || cap.max_recv_sge > limits_.max_sge ||
-      cap.max_send_sge > hal::kMaxSgeInline) {
+      cap.max_send_sge > hal::kMaxSgeInline ||
+      cap.max_inline_data > ProfileMaxInlineData(config_.profile)) {
     return Errno("ibv_create_qp", EINVAL);
   }
   if (ctxs_[ci].fatal) return Errno("ibv_create_qp", EIO);
@@ -45,10 +67,7 @@ absl::StatusOr<hal::QpInfo> Fabric::VerbCreateQp(uint32_t host, hal::PdHandle pd
   q->host = host;
   q->send_cq = sci;
   q->recv_cq = rci;
-  q->cap = cap;
-  if (config_.profile == RnicProfile::kMlx5 && cap.max_send_wr > 0) {
-    q->cap.max_send_wr = std::min(std::bit_ceil(cap.max_send_wr), limits_.max_qp_wr);
-  }
+  q->cap = ReportedSendCap(config_.profile, limits_, cap);
   q->sq_sig_all = init.sq_sig_all;
   q->attr.cap = q->cap;
   q->sq.resize(std::max<uint32_t>(q->cap.max_send_wr, 1));

@@ -142,6 +142,11 @@ inline bool Fabric::FetchPayload(const ReqPacket& p, uint8_t* dst) {
     ++stats_.late_packets_landed;
     return true;
   }
+  if (p.wr.inline_data) {  // copied at post_send
+    FERRY_CHECK_LE(p.off + p.len, p.wr.inline_payload.size());
+    std::memcpy(dst, p.wr.inline_payload.data() + p.off, p.len);
+    return true;
+  }
   if (!DmaLocal(p.e.a, p.rq, p.wr, p.off, p.len, dst, true)) {
     // The requester's local MR vanished mid-WR: nothing placed.
     if (Executing(p.rq.attr.qp_state)) {

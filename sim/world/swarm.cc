@@ -41,7 +41,7 @@ constexpr std::array<std::string_view, 42> kLifecycleProbes = {
     "req_other_target", "ctx_up_in_place", "ctx_reenable_failed",
 };
 
-constexpr std::array<std::string_view, 23> kCounterProbes = {
+constexpr std::array<std::string_view, 24> kCounterProbes = {
     "w.stale_cqes",
     "w.zombie_escalations",
     "w.cq_recreated",
@@ -54,6 +54,7 @@ constexpr std::array<std::string_view, 23> kCounterProbes = {
     "w.busy_passed_over",           // eviction took an idle endpoint over a busy one
     "w.other_incarnation_fails",    // slices failed unposted: their peer process restarted
     "w.other_incarnation_retires",  // a READY endpoint retired for a slice of another incarnation
+    "w.posted_inline",              // WRs posted inline (EngineConfig::inline_bytes_max)
     "rnic.retransmits",
     "rnic.retries_suppressed",  // a NAK or implied NAK while a retry was under way
     "rnic.packets_dropped",
@@ -350,6 +351,7 @@ void CollectReport(TwoEngines& w, const SwarmPlan& plan, size_t trace_record_max
     r.probes["w.busy_passed_over"] += s.busy_passed_over;
     r.probes["w.other_incarnation_fails"] += s.other_incarnation_fails;
     r.probes["w.other_incarnation_retires"] += s.other_incarnation_retires;
+    r.probes["w.posted_inline"] += s.posted_inline;
   }
   r.probes["rnic.retransmits"] += fs.retransmits;
   r.probes["rnic.retries_suppressed"] += fs.retries_suppressed;

@@ -157,6 +157,7 @@ class Rig {
   uint32_t recv_depth = 1;
   uint8_t rnr_retry = 7;
   uint8_t min_rnr_timer = 12;
+  uint32_t max_inline_data = 0;  // inline cases
 
   // Gets and acknowledges every pending async event of a side; returns them.
   std::vector<hal::AsyncEventType> DrainAsync(int i) {
@@ -178,6 +179,7 @@ class Rig {
     init.cap.max_recv_wr = recv_depth;
     init.cap.max_send_sge = 1;
     init.cap.max_recv_sge = 1;
+    init.cap.max_inline_data = max_inline_data;
     auto qp = s.v->CreateQp(s.pd, init);
     EXPECT_TRUE(qp.ok()) << qp.status();
     if (!qp.ok()) return {};
