@@ -613,7 +613,11 @@ absl::StatusOr<BatchId> EngineImpl::AllocateBatch(uint32_t capacity) {
   base::MutexLock l(&mu_);
   if (shutdown_) return absl::FailedPreconditionError("engine is shutting down");
   const uint64_t id = next_batch_++;
-  batches_[id].capacity = capacity;
+  Batch& b = batches_[id];
+  b.capacity = capacity;
+  // Its task list at full size now, so Submit never grows it (the batch's
+  // allocations are AllocateBatch's, none per request).
+  b.tasks.reserve(capacity);
   return BatchId{id};
 }
 
@@ -630,8 +634,7 @@ std::shared_ptr<engine::TaskRoute> EngineImpl::RouteOf(const Request& r, uint32_
   g.slice_size_bytes = config_.slice_size_bytes;
   g.submit_ns = now;
   g.deadline_ns = now + config_.slice_timeout_ns;
-  auto route = std::make_shared<TaskRoute>();
-  route->task = std::make_shared<engine::Task>(g, mutations_);
+  std::shared_ptr<TaskRoute> route = engine::MakeTaskRoute(task_pool_, g, mutations_);
   route->op = r.opcode;
   route->local_addr = r.local_addr;
   route->remote_addr = r.remote_addr;
@@ -688,30 +691,42 @@ std::shared_ptr<engine::TaskRoute> EngineImpl::RouteOf(const Request& r, uint32_
 SubmitResult EngineImpl::Submit(BatchId batch, absl::Span<const Request> requests,
                                 const NotifyRequest* notify) {
   SubmitResult out;
-  std::vector<std::pair<uint32_t, std::shared_ptr<TaskRoute>>> routed;
+  Submit(batch, requests, notify, &out);
+  return out;
+}
+
+void EngineImpl::Submit(BatchId batch, absl::Span<const Request> requests,
+                        const NotifyRequest* notify, SubmitResult* result) {
+  SubmitResult& out = *result;
+  out.status = absl::OkStatus();
+  out.per_request.clear();
+  out.tasks.clear();
+  out.notify_task.reset();
+  out.notify_seq = 0;
+  Routed routed;
   {
     base::MutexLock l(&mu_);
     if (shutdown_) {
       out.status = absl::FailedPreconditionError("engine is shutting down");
-      return out;
+      return;
     }
     auto bit = batches_.find(batch.id);
     if (bit == batches_.end()) {
       out.status = absl::NotFoundError("unknown batch");
-      return out;
+      return;
     }
     if (requests.empty() && notify == nullptr) {
       out.status = absl::InvalidArgumentError("no requests");
-      return out;
+      return;
     }
     Batch& b = bit->second;
     const size_t notify_tasks = notify == nullptr ? 0 : 1;
     if (notify != nullptr) {
       out.status = CheckNotify(b, requests, *notify);
-      if (!out.status.ok()) return out;
+      if (!out.status.ok()) return;
     }
     const std::optional<size_t> validated = Validate(b, requests, notify_tasks, &out);
-    if (!validated.has_value()) return out;
+    if (!validated.has_value()) return;
     const size_t enqueue = *validated;
     const uint64_t now = env_.clock->NowNs();
     // The notification's route first (it can still be refused: no send
@@ -723,7 +738,7 @@ SubmitResult EngineImpl::Submit(BatchId batch, absl::Span<const Request> request
       if (!made.ok()) {
         out.status = made.status();
         out.per_request.clear();
-        return out;
+        return;
       }
       note = *std::move(made);
     }
@@ -743,26 +758,24 @@ SubmitResult EngineImpl::Submit(BatchId batch, absl::Span<const Request> request
     }
   }
   PushRouted(routed);
-  if (out.per_request.empty()) {
-    out.status = absl::OkStatus();
+  // Validate left one OK per request (a mutation's prefix run too).
+  if (out.per_request.size() != requests.size())
     out.per_request.assign(requests.size(), absl::OkStatus());
-  }
-  return out;
 }
 
 std::optional<size_t> EngineImpl::Validate(const Batch& b, absl::Span<const Request> requests,
                                            size_t notify_tasks, SubmitResult* out) {
   // C8: every request validated before any is enqueued, a status each.
-  engine::BatchValidation v = engine::ValidateRequests(
+  const bool all_ok = engine::ValidateRequestsInto(
       requests, mr_ranges_,
       [this](SegmentHandle h) ABSL_NO_THREAD_SAFETY_ANALYSIS -> const engine::RangeSet* {
         auto it = segment_ranges_.find(h.id);
         return it == segment_ranges_.end() ? nullptr : &it->second;
       },
       config_.request_bytes_max, b.capacity - b.tasks.size() - notify_tasks,
-      mutations_ == nullptr || !mutations_->on(base::Mutation::kEngineC8NoRemoteAccessCheck));
-  if (v.all_ok) return requests.size();
-  out->per_request = std::move(v.per_request);
+      mutations_ == nullptr || !mutations_->on(base::Mutation::kEngineC8NoRemoteAccessCheck),
+      &out->per_request);
+  if (all_ok) return requests.size();
   out->status = absl::InvalidArgumentError("a request is invalid; nothing was enqueued");
   if (mutations_ == nullptr || !mutations_->on(base::Mutation::kEngineC8SkipValidation))
     return std::nullopt;
@@ -772,7 +785,7 @@ std::optional<size_t> EngineImpl::Validate(const Batch& b, absl::Span<const Requ
   return enqueue;
 }
 
-void EngineImpl::PushRouted(std::vector<std::pair<uint32_t, std::shared_ptr<TaskRoute>>>& routed) {
+void EngineImpl::PushRouted(Routed& routed) {
   // Each owner gets its requests in submit order, under one inbox lock and
   // one wake (a batch of B requests to one owner was B locks and B wakes).
   auto by_owner = [](const auto& a, const auto& b) { return a.first < b.first; };
@@ -800,7 +813,8 @@ std::shared_ptr<const engine::Task> EngineImpl::TaskOf(TaskId task) const {
   base::MutexLock l(&mu_);
   auto it = batches_.find(task.batch.id);
   if (it == batches_.end() || task.index >= it->second.tasks.size()) return nullptr;
-  return it->second.tasks[task.index]->task;
+  const std::shared_ptr<TaskRoute>& route = it->second.tasks[task.index];
+  return std::shared_ptr<const engine::Task>(route, route->task);  // keeps the route's block
 }
 
 std::pair<uint64_t, uint64_t> EngineImpl::LocalRangeOf(TaskId task) const {
@@ -1020,6 +1034,9 @@ absl::StatusOr<BatchId> Engine::AllocateBatch(uint32_t capacity) {
 }
 SubmitResult Engine::Submit(BatchId batch, absl::Span<const Request> requests) {
   return impl_->Submit(batch, requests);
+}
+void Engine::Submit(BatchId batch, absl::Span<const Request> requests, SubmitResult* result) {
+  impl_->Submit(batch, requests, nullptr, result);
 }
 SubmitResult Engine::Submit(BatchId batch, absl::Span<const Request> requests,
                             const NotifyOptions& notify) {

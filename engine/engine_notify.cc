@@ -95,7 +95,7 @@ absl::StatusOr<std::shared_ptr<TaskRoute>> EngineImpl::NotifyRouteOf(BatchId bat
   r.length_bytes = g.length_bytes;
   r.segment = n.segment;
   std::shared_ptr<TaskRoute> route = RouteOf(r, index, now);
-  route->task = std::move(task);
+  route->HoldTask(std::move(task));
   route->send = true;
   route->remote_addr = 0;
   route->rkey = 0;
@@ -107,8 +107,8 @@ absl::StatusOr<std::shared_ptr<TaskRoute>> EngineImpl::NotifyRouteOf(BatchId bat
   return route;
 }
 
-void EngineImpl::EnqueueNotify(std::vector<std::pair<uint32_t, std::shared_ptr<TaskRoute>>>& routed,
-                               size_t data, const std::shared_ptr<TaskRoute>& note) {
+void EngineImpl::EnqueueNotify(Routed& routed, size_t data,
+                               const std::shared_ptr<TaskRoute>& note) {
   // Sent once every data task of this call COMPLETED (N1, N2); alone
   // (SendNotify) at once. Test-only: at once anyway (N1's bug).
   const bool now_anyway =

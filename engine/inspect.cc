@@ -50,6 +50,10 @@ absl::StatusOr<BatchId> SteppedEngine::AllocateBatch(uint32_t capacity) {
 SubmitResult SteppedEngine::Submit(BatchId batch, absl::Span<const Request> requests) {
   return impl_->Submit(batch, requests);
 }
+void SteppedEngine::Submit(BatchId batch, absl::Span<const Request> requests,
+                           SubmitResult* result) {
+  impl_->Submit(batch, requests, nullptr, result);
+}
 SubmitResult SteppedEngine::SubmitNotify(BatchId batch, absl::Span<const Request> requests,
                                          SegmentHandle segment, std::string_view message) {
   const EngineImpl::NotifyRequest n{segment, message};

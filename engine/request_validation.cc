@@ -114,13 +114,24 @@ BatchValidation ValidateRequests(absl::Span<const Request> requests, const Range
                                  SegmentLookup segments, uint64_t request_bytes_max,
                                  uint64_t batch_free_slots, bool check_access) {
   BatchValidation out;
-  out.per_request.reserve(requests.size());
-  for (size_t i = 0; i < requests.size(); ++i) {
-    out.per_request.push_back(ValidateOne(requests[i], i, local, segments, request_bytes_max,
-                                          batch_free_slots, check_access));
-    out.all_ok = out.all_ok && out.per_request.back().ok();
-  }
+  out.all_ok = ValidateRequestsInto(requests, local, segments, request_bytes_max, batch_free_slots,
+                                    check_access, &out.per_request);
   return out;
+}
+
+bool ValidateRequestsInto(absl::Span<const Request> requests, const RangeSet& local,
+                          SegmentLookup segments, uint64_t request_bytes_max,
+                          uint64_t batch_free_slots, bool check_access,
+                          std::vector<absl::Status>* per_request) {
+  per_request->clear();
+  per_request->reserve(requests.size());
+  bool all_ok = true;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    per_request->push_back(ValidateOne(requests[i], i, local, segments, request_bytes_max,
+                                       batch_free_slots, check_access));
+    all_ok = all_ok && per_request->back().ok();
+  }
+  return all_ok;
 }
 
 }  // namespace ferry::engine

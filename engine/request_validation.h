@@ -88,6 +88,13 @@ using SegmentLookup = absl::FunctionRef<const RangeSet*(SegmentHandle)>;
 BatchValidation ValidateRequests(absl::Span<const Request> requests, const RangeSet& local,
                                  SegmentLookup segments, uint64_t request_bytes_max,
                                  uint64_t batch_free_slots, bool check_access = true);
+// The same into `*per_request` (cleared first; its capacity is reused, so a
+// caller that keeps the vector validates without allocating); true when
+// every request is valid.
+bool ValidateRequestsInto(absl::Span<const Request> requests, const RangeSet& local,
+                          SegmentLookup segments, uint64_t request_bytes_max,
+                          uint64_t batch_free_slots, bool check_access,
+                          std::vector<absl::Status>* per_request);
 
 }  // namespace ferry::engine
 

@@ -28,11 +28,26 @@ TaskStatus TerminalStatusOf(const TaskWord& w) {
   return TaskStatus::kCompleted;
 }
 
+uint32_t Task::SlicesOf(const TaskGeometry& geometry) { return SliceCountOf(geometry); }
+
 Task::Task(const TaskGeometry& geometry, const base::Mutations* mutations)
     : geometry_(geometry),
       slice_count_(SliceCountOf(geometry)),
       mutations_(mutations),
-      slices_(std::make_unique<Slice[]>(slice_count_)) {
+      owned_slices_(std::make_unique<Slice[]>(slice_count_)),
+      slices_(owned_slices_.get()) {
+  FERRY_CHECK_GE(geometry.deadline_ns, geometry.submit_ns);
+  TaskWord w;
+  w.unresolved = slice_count_;
+  word_.store(TaskWord::Pack(w), std::memory_order_seq_cst);
+}
+
+Task::Task(const TaskGeometry& geometry, const base::Mutations* mutations, Slice* storage)
+    : geometry_(geometry),
+      slice_count_(SliceCountOf(geometry)),
+      mutations_(mutations),
+      owned_slices_(storage == nullptr ? std::make_unique<Slice[]>(slice_count_) : nullptr),
+      slices_(storage == nullptr ? owned_slices_.get() : storage) {
   FERRY_CHECK_GE(geometry.deadline_ns, geometry.submit_ns);
   TaskWord w;
   w.unresolved = slice_count_;

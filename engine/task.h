@@ -93,6 +93,12 @@ class Task {
   // QUEUED in attempt 0. `mutations` may be null (none); it must outlive
   // the task.
   Task(const TaskGeometry& geometry, const base::Mutations* mutations);
+  // The same with its slices in `storage` (at least SlicesOf(geometry)
+  // default-constructed slices that outlive the task; engine/task_block.h
+  // keeps them in the task's own allocation), or, when null, its own.
+  Task(const TaskGeometry& geometry, const base::Mutations* mutations, Slice* storage);
+  // The slice count of a task of this geometry (checked as the constructor does).
+  static uint32_t SlicesOf(const TaskGeometry& geometry);
   // An INVALID task: no slices, published INVALID from the start.
   static std::unique_ptr<Task> MakeInvalid();
 
@@ -170,7 +176,8 @@ class Task {
   const TaskGeometry geometry_{};
   const uint32_t slice_count_ = 0;
   const base::Mutations* const mutations_ = nullptr;
-  std::unique_ptr<Slice[]> slices_;
+  std::unique_ptr<Slice[]> owned_slices_;  // when no storage was given
+  Slice* const slices_ = nullptr;
   std::shared_ptr<PublishHook> hook_;  // immutable once shared
   std::atomic<uint64_t> word_{0};
 };

@@ -59,9 +59,11 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/functional/function_ref.h"
 #include "base/mutation.h"
 #include "base/mutex.h"
+#include "base/ring_queue.h"
 #include "engine/accept.h"
 #include "engine/context.h"
 #include "engine/cq_quota.h"
@@ -125,7 +127,14 @@ struct WorkerEnv {
 
 // One request as the owner needs it (immutable after submit).
 struct TaskRoute {
-  std::shared_ptr<Task> task;
+  // The route's task: in the route's own allocation (engine/task_block.h),
+  // or owned by task_holder (a notification's, a test's).
+  Task* task = nullptr;
+  std::shared_ptr<Task> task_holder;
+  void HoldTask(std::shared_ptr<Task> t) {
+    task = t.get();
+    task_holder = std::move(t);
+  }
   OpKind op = OpKind::kRead;
   uint64_t local_addr = 0;
   uint64_t remote_addr = 0;
@@ -152,7 +161,7 @@ struct TaskRoute {
     uint32_t generation = 0;
     uint64_t qp_uid = 0;
   };
-  std::vector<PostedWr> posted;
+  absl::InlinedVector<PostedWr, 2> posted;  // inline: a small task allocates nothing
   bool timeout_handled = false;
   uint64_t lkey_epoch = 0;  // context epoch `lkey` belongs to
 };
@@ -410,6 +419,8 @@ class Worker {
   // Resolves every WR on q's FIFO on destroy/close evidence (C1, C4).
   void ResolveFifoByEvidence(DataQp& q, RetireReason why);
   void SweepTimeouts(uint64_t now);
+  // Drops terminal tasks from tasks_ (the sweep list).
+  void PruneFinishedTasks();
   bool WrStillOnFifo(const TaskRoute::PostedWr& e) const;
   void RailError(uint32_t ctx, uint64_t now);
   void CheckZombies(hal::CqHandle cq);
@@ -454,7 +465,7 @@ class Worker {
   const EngineConfig& cfg_;
 
   mutable base::Mutex mu_;
-  std::deque<InboxItem> inbox_ ABSL_GUARDED_BY(mu_);
+  base::RingQueue<InboxItem> inbox_ ABSL_GUARDED_BY(mu_);  // no allocation per push
   // inbox_.size(), written under mu_ with every change; InboxSize reads it
   // without the lock (the simulator asks for it at every scheduler step).
   std::atomic<size_t> inbox_size_{0};
@@ -505,6 +516,8 @@ class Worker {
   std::map<uint64_t, std::pair<uint32_t, uint32_t>> errored_cqs_;  // CQ id -> (ctx, i)
   std::vector<Rail> rails_;                                        // per context
   std::vector<std::shared_ptr<TaskRoute>> tasks_;
+  size_t tasks_kept_ = 0;  // tasks_.size() after the last prune
+  static constexpr size_t kTasksPruneMin = 64;
   std::vector<InboxItem> drain_scratch_;          // DrainInbox scratch; empty between calls
   std::array<ChainEntry, kChainMax> chain_;       // PostAll scratch; empty between calls
   std::array<hal::SendWr, kChainMax> chain_wrs_;  // sg_list[1..] and imm_data stay 0

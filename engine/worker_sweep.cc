@@ -32,6 +32,11 @@ void Worker::SweepTimeouts(uint64_t now) {
   // Test-only: the bug of judging a deadline early (half a slice timeout).
   const uint64_t judged_ns =
       Mut(base::Mutation::kEngineTimeoutBeforeDeadline) ? now + cfg_.slice_timeout_ns / 2 : now;
+  // Finished tasks also leave the list whenever it has doubled since the
+  // last prune (amortized O(1) per task): else each would stay held, with
+  // its block (engine/task_block.h), until the next deadline sweep, up to a
+  // slice timeout later.
+  if (tasks_.size() >= 2 * tasks_kept_ + kTasksPruneMin) PruneFinishedTasks();
   if (judged_ns < next_task_deadline_ns_) return;
   next_task_deadline_ns_ = UINT64_MAX;
   for (const auto& t : tasks_) {
@@ -71,12 +76,17 @@ void Worker::SweepTimeouts(uint64_t now) {
     std::optional<TaskStatus> published;
     task.WithdrawQueued(&published);
   }
-  // Drop finished tasks from the sweep list (order kept).
+  PruneFinishedTasks();
+}
+
+void Worker::PruneFinishedTasks() {
+  // Order kept.
   tasks_.erase(std::remove_if(tasks_.begin(), tasks_.end(),
                               [](const std::shared_ptr<TaskRoute>& t) {
                                 return IsTerminal(t->task->status());
                               }),
                tasks_.end());
+  tasks_kept_ = tasks_.size();
 }
 
 namespace {

@@ -1,8 +1,12 @@
 // Tests of base/: status macros evaluate once and propagate errors; checks abort.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <memory>
+
 #include "base/check.h"
 #include "base/fnv1a.h"
+#include "base/ring_queue.h"
 #include "base/status_macros.h"
 
 namespace ferry::base {
@@ -45,6 +49,41 @@ TEST(Fnv1a, KnownVectorsAndIncrementalAgree) {
   EXPECT_EQ(
       Fnv1a64Update(kFnv1a64Offset, reinterpret_cast<const unsigned char*>(s.data()), s.size()),
       Fnv1a64(s));
+}
+
+TEST(RingQueue, FifoAcrossWrapAndGrowth) {
+  RingQueue<std::unique_ptr<int>> q;
+  int next_in = 0, next_out = 0;
+  // Pushes and pops interleaved so the head wraps, then a burst that grows
+  // the ring while it is wrapped: the order never changes.
+  for (int round = 0; round < 50; ++round) {
+    const int push = round % 7 == 0 ? 20 : 3;
+    for (int i = 0; i < push; ++i) q.push_back(std::make_unique<int>(next_in++));
+    const int pop = std::min<int>(static_cast<int>(q.size()), round % 7 == 0 ? 2 : 4);
+    for (int i = 0; i < pop; ++i) {
+      ASSERT_EQ(*q.front(), next_out++);
+      q.pop_front();
+    }
+  }
+  EXPECT_EQ(q.size(), static_cast<size_t>(next_in - next_out));
+  while (!q.empty()) {
+    ASSERT_EQ(*q.front(), next_out++);
+    q.pop_front();
+  }
+  EXPECT_EQ(next_out, next_in);
+  EXPECT_EQ(q.capacity() & (q.capacity() - 1), 0u);  // a power of two
+}
+
+TEST(RingQueue, SteadyFillAndDrainKeepsItsCapacity) {
+  RingQueue<int> q;
+  for (int i = 0; i < 5; ++i) q.push_back(i);
+  const size_t cap = q.capacity();
+  for (int round = 0; round < 1000; ++round) {
+    q.pop_front();
+    q.push_back(round);
+  }
+  EXPECT_EQ(q.capacity(), cap);
+  EXPECT_EQ(q.size(), 5u);
 }
 
 TEST(CheckDeathTest, FailedCheckAbortsWithOperands) {

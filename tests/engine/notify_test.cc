@@ -82,7 +82,7 @@ struct GateRig {
   int dispatched = 0;
   std::shared_ptr<NotifyGate> gate;
   explicit GateRig(uint32_t n, const base::Mutations* m = nullptr) {
-    note->task = PendingTask();
+    note->HoldTask(PendingTask());
     note->send = true;
     gate = std::make_shared<NotifyGate>(
         n, note, [this](const std::shared_ptr<TaskRoute>&) { ++dispatched; }, m);

@@ -1,0 +1,65 @@
+// base/ring_queue.h: a FIFO queue in one growable ring buffer.
+//
+// Why not std::deque: libstdc++'s deque allocates a 512-byte chunk per 512
+// bytes of elements, so a queue of large elements (a worker's inbox items
+// are a few hundred bytes) allocates on almost every push_back even when it
+// never holds more than a handful. A RingQueue allocates only when it grows
+// past its largest size so far (doubling), so a queue that is filled and
+// drained in steady state allocates nothing. absl has no ring buffer.
+//
+// Thread safety: none (the owner of the queue locks around it).
+// What must stay true: elements leave in the order they entered; `head_`
+// indexes the oldest element when size_ > 0; the capacity is 0 or a power
+// of two; slots outside [head_, head_ + size_) hold moved-from values.
+#ifndef FERRY_BASE_RING_QUEUE_H_
+#define FERRY_BASE_RING_QUEUE_H_
+
+#include <cstddef>
+#include <utility>
+#include <vector>
+
+#include "base/check.h"
+
+namespace ferry::base {
+
+template <typename T>
+class RingQueue {
+ public:
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  size_t capacity() const { return slots_.size(); }
+
+  void push_back(T v) {
+    if (size_ == slots_.size()) Grow();
+    slots_[(head_ + size_) & (slots_.size() - 1)] = std::move(v);
+    ++size_;
+  }
+  T& front() {
+    FERRY_CHECK_GT(size_, 0u);
+    return slots_[head_];
+  }
+  void pop_front() {
+    FERRY_CHECK_GT(size_, 0u);
+    slots_[head_] = T();  // releases what the element held
+    head_ = (head_ + 1) & (slots_.size() - 1);
+    --size_;
+  }
+
+ private:
+  void Grow() {
+    const size_t n = slots_.empty() ? 8 : slots_.size() * 2;
+    std::vector<T> grown(n);
+    for (size_t i = 0; i < size_; ++i)
+      grown[i] = std::move(slots_[(head_ + i) & (slots_.size() - 1)]);
+    slots_ = std::move(grown);
+    head_ = 0;
+  }
+
+  std::vector<T> slots_;
+  size_t head_ = 0;
+  size_t size_ = 0;
+};
+
+}  // namespace ferry::base
+
+#endif  // FERRY_BASE_RING_QUEUE_H_
