@@ -621,6 +621,22 @@ absl::StatusOr<BatchId> EngineImpl::AllocateBatch(uint32_t capacity) {
   return BatchId{id};
 }
 
+const std::shared_ptr<const std::string>& EngineImpl::PeerPathOf(PeerSegment& ps, size_t pdev) {
+  const SegmentDescriptor& seg = ps.descriptor;
+  const std::pair<uint64_t, uint64_t> of{seg.version, seg.incarnation};
+  if (ps.paths_of != of || ps.peer_paths.empty()) {
+    ps.peer_paths.clear();
+    const size_t n = std::max<size_t>(1, seg.devices.size());
+    for (size_t d = 0; d < n; ++d) {
+      const std::string nic = seg.devices.empty() ? "" : seg.devices[d].name;
+      ps.peer_paths.push_back(std::make_shared<const std::string>(seg.address + "@" + nic));
+    }
+    ps.paths_of = of;
+  }
+  FERRY_CHECK_LT(pdev, ps.peer_paths.size());
+  return ps.peer_paths[pdev];
+}
+
 // One accepted request as its owner needs it (Submit, under mu_): the task,
 // the rail (local context and peer device, spread by the task's index in
 // its batch), the keys of the local region and of the remote buffer.
@@ -628,7 +644,8 @@ std::shared_ptr<engine::TaskRoute> EngineImpl::RouteOf(const Request& r, uint32_
                                                        uint64_t now) {
   // The descriptor held now, stale or not (a refetch in flight does not
   // hold the submit back; see Engine::GetSegmentInfo).
-  const SegmentDescriptor& seg = segments_.at(r.segment.id).descriptor;
+  PeerSegment& ps = segments_.at(r.segment.id);
+  const SegmentDescriptor& seg = ps.descriptor;
   engine::TaskGeometry g;
   g.length_bytes = r.length_bytes;
   g.slice_size_bytes = config_.slice_size_bytes;
@@ -655,8 +672,7 @@ std::shared_ptr<engine::TaskRoute> EngineImpl::RouteOf(const Request& r, uint32_
     }
   }
   const size_t pdev = seg.devices.empty() ? 0 : index % seg.devices.size();
-  const std::string peer_nic = seg.devices.empty() ? "" : seg.devices[pdev].name;
-  route->peer_path = seg.address + "@" + peer_nic;
+  route->peer_path = PeerPathOf(ps, pdev);
   // O(log n) lookups (bench/scale: a scan here cost 490x at 10000
   // regions): regions never overlap, so the one holding local_addr is the
   // last that starts at or before it.
@@ -749,7 +765,7 @@ void EngineImpl::Submit(BatchId batch, absl::Span<const Request> requests,
       std::shared_ptr<TaskRoute> route = RouteOf(r, index, now);
       b.tasks.push_back(route);
       out.tasks.push_back(TaskId{batch, index});
-      routed.emplace_back(OwnerOf(route->context, route->peer_path), route);
+      routed.emplace_back(OwnerOf(route->context, *route->peer_path), route);
     }
     if (note != nullptr) {
       out.notify_task = TaskId{batch, static_cast<uint32_t>(b.tasks.size())};

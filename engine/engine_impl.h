@@ -158,9 +158,11 @@ class EngineImpl {
   const engine::HandleLedger& ledger() const { return ledger_; }
   // The worker that owns the endpoint of (local context, peer NIC path)
   // (docs/design.md section 4, "Ownership"): where Submit routes a task.
-  uint32_t OwnerOf(uint32_t context, const std::string& peer_path) const {
-    return engine::OwnerForKey(engine::EndpointKey{contexts_[context]->device(), peer_path},
-                               config_.workers);
+  uint32_t OwnerOf(uint32_t context, std::string_view peer_path) const {
+    // The hash of OwnerForKey without building an EndpointKey (no copy of
+    // the path per request).
+    return static_cast<uint32_t>(engine::EndpointKeyHash(contexts_[context]->device(), peer_path) %
+                                 config_.workers);
   }
   const EngineConfig& config() const { return config_; }
   const EngineEnv& env() const { return env_; }
@@ -199,6 +201,11 @@ class EngineImpl {
     uint64_t refetches_applied = 0;
     uint64_t refetches_unchanged = 0;
     uint64_t refetches_given_up = 0;
+    // "address@nic" per device of `descriptor`, shared by every route to it
+    // (a route copies a pointer, not the path); rebuilt when the
+    // descriptor's (version, incarnation) differs from paths_of.
+    std::vector<std::shared_ptr<const std::string>> peer_paths;
+    std::pair<uint64_t, uint64_t> paths_of{~uint64_t{0}, 0};
   };
   struct Batch {
     uint32_t capacity = 0;
@@ -250,6 +257,9 @@ class EngineImpl {
       Wake(w);
     }
   }
+  // The shared "address@nic" of device `pdev` of a peer segment.
+  const std::shared_ptr<const std::string>& PeerPathOf(PeerSegment& ps, size_t pdev)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Submit's C8 check: how many requests to enqueue (all, or under the
   // C8 mutation the valid prefix), or nullopt with `out` filled.
   std::optional<size_t> Validate(const Batch& b, absl::Span<const Request> requests,

@@ -369,8 +369,12 @@ void Worker::OnSubmit(const std::shared_ptr<TaskRoute>& route) {
   tasks_.push_back(route);
   route->posted.reserve(route->task->slice_count());  // one entry per first post
   next_task_deadline_ns_ = std::min(next_task_deadline_ns_, route->task->geometry().deadline_ns);
-  Key key{route->context, route->peer_path};
-  auto& dq = pending_[key];
+  // Found by a view (no copy of the path); the key is built only when new.
+  const KeyView view{route->context, *route->peer_path};
+  auto it = pending_.find(view);
+  if (it == pending_.end())
+    it = pending_.emplace(Key{view.first, *route->peer_path}, std::deque<Pending>()).first;
+  auto& dq = it->second;
   for (uint32_t i = 0; i < route->task->slice_count(); ++i) dq.push_back(Pending{route, i});
 }
 

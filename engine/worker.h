@@ -138,8 +138,8 @@ struct TaskRoute {
   OpKind op = OpKind::kRead;
   uint64_t local_addr = 0;
   uint64_t remote_addr = 0;
-  uint32_t context = 0;   // local context index (rail)
-  std::string peer_path;  // "host:port@nic"
+  uint32_t context = 0;                          // local context index (rail)
+  std::shared_ptr<const std::string> peer_path;  // "host:port@nic", shared per segment
   uint32_t lkey = 0;
   uint32_t rkey = 0;
   uint64_t region = 0;           // local MR table id (lkey refreshed after a re-enable)

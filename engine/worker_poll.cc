@@ -147,9 +147,9 @@ void Worker::ResolveAttempt(const std::shared_ptr<TaskRoute>& route, uint32_t sl
       return;
     }
     ++sl.retries_used;
-    NoteEvent("retry", Key{route->context, route->peer_path}, slice, sl.retries_used);
+    NoteEvent("retry", Key{route->context, *route->peer_path}, slice, sl.retries_used);
   } else {
-    NoteEvent("repost", Key{route->context, route->peer_path}, slice, sl.reposts_used + 1);
+    NoteEvent("repost", Key{route->context, *route->peer_path}, slice, sl.reposts_used + 1);
   }
   ++sl.reposts_used;
   Requeue(route, slice);
@@ -158,7 +158,7 @@ void Worker::ResolveAttempt(const std::shared_ptr<TaskRoute>& route, uint32_t sl
 void Worker::Requeue(const std::shared_ptr<TaskRoute>& route, uint32_t slice) {
   route->task->Requeue(slice);
   if (route->task->slice(slice).Load().state == SliceState::kQueued)
-    pending_[Key{route->context, route->peer_path}].push_front(Pending{route, slice});
+    pending_[Key{route->context, *route->peer_path}].push_front(Pending{route, slice});
 }
 
 void Worker::ResolveFifoByEvidence(DataQp& q, RetireReason why) {

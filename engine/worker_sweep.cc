@@ -51,7 +51,7 @@ void Worker::SweepTimeouts(uint64_t now) {
     // WRs need evidence all the same: without this retire a canceled task
     // whose WR hangs would stay PENDING for as long as the QP hangs.
     if (!task.TryLatch(TaskStatus::kTimeout) && !task.latched().has_value()) continue;
-    const Key key{t->context, t->peer_path};
+    const Key key{t->context, *t->peer_path};
     if (env_->observer != nullptr) env_->observer->OnTaskTimeout(id_, task);
     NoteEvent("timeout", key, task.slice_count(), t->posted.size());
     // C3: for each WR the task posted, retire its endpoint (to obtain

@@ -151,7 +151,7 @@ TwoEngines::TwoEngines(uint64_t seed, sim::NetPlan plan, const base::Mutations& 
   for (uint32_t d = 0; d < options.devices_per_host; ++d)
     config_.devices.push_back(absl::StrCat("sim", d));
   for (uint32_t h = 0; h < host_count(); ++h) {
-    hosts_[h].addr = absl::StrCat("h", h, ":1000");
+    hosts_[h].addr = absl::StrCat(options.host_prefix, h, ":1000");
     hosts_[h].buf.Reset(options.buf_bytes);
   }
   sched_.AddActor(&fabric_);

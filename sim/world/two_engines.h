@@ -173,6 +173,9 @@ struct WorldOptions {
   // buffer is registered (docs/security.md; the security scenarios).
   std::map<uint32_t, AuthConfig> host_auth;
   std::map<uint32_t, MemoryOptions> host_memory;
+  // Host h's control address is "<host_prefix><h>:1000" ("h0:1000"...); a
+  // longer prefix gives peer paths past std::string's inline size.
+  std::string host_prefix = "h";
 };
 inline constexpr uint32_t kHostsMax = 8;
 inline constexpr uint32_t kDevicesPerHostMax = 4;
