@@ -615,18 +615,21 @@ absl::StatusOr<BatchId> EngineImpl::AllocateBatch(uint32_t capacity) {
   const uint64_t id = next_batch_++;
   Batch& b = batches_[id];
   b.capacity = capacity;
-  // Its task list at full size now, so Submit never grows it (the batch's
-  // allocations are AllocateBatch's, none per request).
-  b.tasks.reserve(capacity);
+  // Its task list sized now (up to kBatchTasksReserved, 16 KiB), so Submit
+  // does not grow it: a batch of up to that many tasks allocates here,
+  // never per request; a larger one grows as it fills.
+  b.tasks.reserve(std::min<uint32_t>(capacity, kBatchTasksReserved));
   return BatchId{id};
 }
 
 const std::shared_ptr<const std::string>& EngineImpl::PeerPathOf(PeerSegment& ps, size_t pdev) {
   const SegmentDescriptor& seg = ps.descriptor;
   const std::pair<uint64_t, uint64_t> of{seg.version, seg.incarnation};
-  if (ps.paths_of != of || ps.peer_paths.empty()) {
+  const size_t n = std::max<size_t>(1, seg.devices.size());
+  // The device count too: a same-version answer applied anyway (the test
+  // switch engine_refetch_any_version) may list other devices.
+  if (ps.paths_of != of || ps.peer_paths.size() != n) {
     ps.peer_paths.clear();
-    const size_t n = std::max<size_t>(1, seg.devices.size());
     for (size_t d = 0; d < n; ++d) {
       const std::string nic = seg.devices.empty() ? "" : seg.devices[d].name;
       ps.peer_paths.push_back(std::make_shared<const std::string>(seg.address + "@" + nic));
@@ -1051,7 +1054,8 @@ absl::StatusOr<BatchId> Engine::AllocateBatch(uint32_t capacity) {
 SubmitResult Engine::Submit(BatchId batch, absl::Span<const Request> requests) {
   return impl_->Submit(batch, requests);
 }
-void Engine::Submit(BatchId batch, absl::Span<const Request> requests, SubmitResult* result) {
+void Engine::SubmitInto(BatchId batch, absl::Span<const Request> requests, SubmitResult* result) {
+  FERRY_CHECK(result != nullptr);
   impl_->Submit(batch, requests, nullptr, result);
 }
 SubmitResult Engine::Submit(BatchId batch, absl::Span<const Request> requests,

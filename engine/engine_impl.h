@@ -207,6 +207,7 @@ class EngineImpl {
     std::vector<std::shared_ptr<const std::string>> peer_paths;
     std::pair<uint64_t, uint64_t> paths_of{~uint64_t{0}, 0};
   };
+  static constexpr uint32_t kBatchTasksReserved = 1024;
   struct Batch {
     uint32_t capacity = 0;
     std::vector<std::shared_ptr<engine::TaskRoute>> tasks;

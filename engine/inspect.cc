@@ -50,8 +50,9 @@ absl::StatusOr<BatchId> SteppedEngine::AllocateBatch(uint32_t capacity) {
 SubmitResult SteppedEngine::Submit(BatchId batch, absl::Span<const Request> requests) {
   return impl_->Submit(batch, requests);
 }
-void SteppedEngine::Submit(BatchId batch, absl::Span<const Request> requests,
-                           SubmitResult* result) {
+void SteppedEngine::SubmitInto(BatchId batch, absl::Span<const Request> requests,
+                               SubmitResult* result) {
+  FERRY_CHECK(result != nullptr);
   impl_->Submit(batch, requests, nullptr, result);
 }
 SubmitResult SteppedEngine::SubmitNotify(BatchId batch, absl::Span<const Request> requests,

@@ -98,7 +98,7 @@ class SteppedEngine {
   absl::StatusOr<SegmentInfo> GetSegmentInfo(SegmentHandle segment) const;
   absl::StatusOr<BatchId> AllocateBatch(uint32_t capacity);
   SubmitResult Submit(BatchId batch, absl::Span<const Request> requests);
-  void Submit(BatchId batch, absl::Span<const Request> requests, SubmitResult* result);
+  void SubmitInto(BatchId batch, absl::Span<const Request> requests, SubmitResult* result);
   // Engine::Submit with NotifyOptions (every request to `segment`), and
   // Engine::SendNotify when `requests` is empty.
   SubmitResult SubmitNotify(BatchId batch, absl::Span<const Request> requests,

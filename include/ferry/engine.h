@@ -190,10 +190,12 @@ class FERRY_EXPORT Engine {
   // are resolved from the descriptor the segment holds at this call, even
   // while a refetch of it is in flight (see GetSegmentInfo).
   SubmitResult Submit(BatchId batch, absl::Span<const Request> requests);
-  // The same into `*result`, every field overwritten; its vectors keep
-  // their capacity, so a caller that reuses one SubmitResult submits
-  // without a heap allocation per request (docs/operations.md 3.3).
-  void Submit(BatchId batch, absl::Span<const Request> requests, SubmitResult* result);
+  // The same into `*result` (not null), every field overwritten; its
+  // vectors keep their capacity, so a caller that reuses one SubmitResult
+  // submits without a heap allocation per request (docs/operations.md
+  // 3.3). A name of its own: `Submit(b, r, {})` stays the notification
+  // overload below.
+  void SubmitInto(BatchId batch, absl::Span<const Request> requests, SubmitResult* result);
   // The same, and once every request of this call has COMPLETED, a
   // notification to the segment they address (all must address one
   // segment: else kInvalidArgument and nothing enqueued). Sent on a SEND

@@ -82,7 +82,7 @@ Measured Measure(uint32_t batch, uint64_t len, uint32_t rounds, uint32_t warm) {
     uint64_t n = 0;
     {
       Counting c;
-      e.Submit(*b, absl::MakeConstSpan(reqs), &sr);
+      e.SubmitInto(*b, absl::MakeConstSpan(reqs), &sr);
       n = c.allocs();
     }
     EXPECT_TRUE(sr.status.ok()) << sr.status;
