@@ -77,7 +77,7 @@ struct QpParams {
   hal::PdHandle pd;
   hal::CqHandle cq;
   uint32_t wr_depth = 0;
-  uint32_t recv_depth = 1;  // max_recv_wr asked (notify_recv_slots, at least 1)
+  uint32_t recv_depth = 1;       // max_recv_wr asked (notify_recv_slots, at least 1)
   uint32_t max_inline_data = 0;  // asked; a QP the device refuses it is made without
   uint8_t port_num = 1;
   uint8_t sgid_index = 0;

@@ -229,8 +229,7 @@ void Worker::FillWr(ChainEntry& e, Endpoint* ep, uint32_t qi, Context* rc, hal::
   const uint32_t len = task.SliceLengthBytes(e.p.slice);
   wr.sg_list[0] = hal::Sge{e.p.route->local_addr + off, len, e.p.route->lkey};
   // Small WRITEs and SENDs inline: their bytes go with the WQE.
-  if (len <= q.max_inline_data && len <= cfg_.inline_bytes_max &&
-      e.p.route->op != OpKind::kRead) {
+  if (len <= q.max_inline_data && len <= cfg_.inline_bytes_max && e.p.route->op != OpKind::kRead) {
     wr.send_flags |= hal::kSendInline;
   }
   if (e.p.route->send) {  // a notification: no remote address

@@ -116,7 +116,7 @@ struct FERRY_EXPORT EngineConfig {
   // Asked as max_inline_data at QP create; a device that refuses it gets
   // QPs without inline. 0 = off; <= kInlineBytesMax.
   uint32_t inline_bytes_max = 64;
-  uint32_t cqe_limit = 4096;      // CQEs asked per CQ (the quota ledger's size)
+  uint32_t cqe_limit = 4096;  // CQEs asked per CQ (the quota ledger's size)
   // Endpoints per owner per device context (the owner's store capacity).
   // Endpoints on one CQ = ceil(endpoint_store_capacity / cqs_per_worker).
   uint32_t endpoint_store_capacity = 32;

@@ -54,11 +54,11 @@ InlineRun RunScript(uint32_t inline_bytes_max, sim::RnicProfile profile) {
   const bool long_ok = Run1(w, 0, MakeReq(w, 0, *seg, OpKind::kWrite, 128, 8192, 65)).first ==
                        TaskStatus::kCompleted;
   out.after_long_write = PostedInline(w) - base;
-  const bool read_ok = Run1(w, 0, MakeReq(w, 0, *seg, OpKind::kRead, 512, 4096, 32)).first ==
-                       TaskStatus::kCompleted;
+  const bool read_ok =
+      Run1(w, 0, MakeReq(w, 0, *seg, OpKind::kRead, 512, 4096, 32)).first == TaskStatus::kCompleted;
   out.after_small_read = PostedInline(w) - base;
-  out.bytes_landed = small_ok && long_ok && read_ok && Holds(w, 1, 4096, 64, 7) &&
-                     Holds(w, 1, 8192, 65, 8);
+  out.bytes_landed =
+      small_ok && long_ok && read_ok && Holds(w, 1, 4096, 64, 7) && Holds(w, 1, 8192, 65, 8);
   out.finish = Finish(w);
   return out;
 }
