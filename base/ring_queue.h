@@ -8,13 +8,19 @@
 // drained in steady state allocates nothing. absl has no ring buffer.
 //
 // Thread safety: none (the owner of the queue locks around it).
-// What must stay true: elements leave in the order they entered; `head_`
+// Elements can also be put back at the front (push_front: a worker returns
+// slices it did not post to the head of their queue) and read by position
+// (operator[]: 0 is the oldest).
+//
+// What must stay true: elements leave in the order they entered (an element
+// pushed to the front leaves first); `head_`
 // indexes the oldest element when size_ > 0; the capacity is 0 or a power
 // of two; slots outside [head_, head_ + size_) hold moved-from values.
 #ifndef FERRY_BASE_RING_QUEUE_H_
 #define FERRY_BASE_RING_QUEUE_H_
 
 #include <cstddef>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -29,14 +35,39 @@ class RingQueue {
   bool empty() const { return size_ == 0; }
   size_t capacity() const { return slots_.size(); }
 
-  void push_back(T v) {
+  void push_back(T&& v) { emplace_back(std::move(v)); }
+  void push_back(const T& v) { emplace_back(v); }
+  // Assigns a T made of `args` to the free slot past the back (no
+  // temporary copy of a T passed by value, as push_back(T) made).
+  template <typename... Args>
+  void emplace_back(Args&&... args) {
     if (size_ == slots_.size()) Grow();
-    slots_[(head_ + size_) & (slots_.size() - 1)] = std::move(v);
+    T& slot = slots_[(head_ + size_) & (slots_.size() - 1)];
+    if constexpr (sizeof...(Args) == 1 && (std::is_same_v<std::decay_t<Args>, T> && ...)) {
+      slot = (std::forward<Args>(args), ...);
+    } else {
+      slot = T{std::forward<Args>(args)...};
+    }
+    ++size_;
+  }
+  void push_front(T v) {
+    if (size_ == slots_.size()) Grow();
+    head_ = (head_ + slots_.size() - 1) & (slots_.size() - 1);
+    slots_[head_] = std::move(v);
     ++size_;
   }
   T& front() {
     FERRY_CHECK_GT(size_, 0u);
     return slots_[head_];
+  }
+  const T& front() const {
+    FERRY_CHECK_GT(size_, 0u);
+    return slots_[head_];
+  }
+  // The i-th element from the front.
+  const T& operator[](size_t i) const {
+    FERRY_CHECK_LT(i, size_);
+    return slots_[(head_ + i) & (slots_.size() - 1)];
   }
   void pop_front() {
     FERRY_CHECK_GT(size_, 0u);

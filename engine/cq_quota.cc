@@ -45,36 +45,47 @@ void CqQuota::AfterOp() const {
   }
 }
 
+CqQuota::Entry* CqQuota::Find(uint64_t qp_id) const {
+  CacheLine& line = cache_[qp_id & (kCacheLines - 1)];
+  if (line.qp_id == qp_id && line.layout == layout_) return line.entry;
+  auto it = qps_.find(qp_id);
+  if (it == qps_.end()) return nullptr;
+  // const_cast: the cache hands out the entry a non-const caller owns.
+  line = CacheLine{qp_id, layout_, const_cast<Entry*>(&it->second)};
+  return line.entry;
+}
+
 absl::Status CqQuota::AddQp(hal::QpHandle qp) {
   if (!qp.valid()) return absl::InvalidArgumentError("CqQuota::AddQp: invalid QP handle");
   if (qps_.contains(qp.id))
     return absl::AlreadyExistsError(absl::StrFormat("CqQuota: QP %d already tracked", qp.id));
   qps_.emplace(qp.id, Entry{});
+  LayoutChanged();
   AfterOp();
   return absl::OkStatus();
 }
 
 absl::Status CqQuota::Reserve(hal::QpHandle qp, uint32_t n) {
-  auto it = qps_.find(qp.id);
-  if (it == qps_.end())
+  Entry* e = Find(qp.id);
+  if (e == nullptr)
     return absl::NotFoundError(absl::StrFormat("CqQuota::Reserve: QP %d not tracked", qp.id));
-  if (it->second.state != QuotaQpState::kLive)
-    return absl::FailedPreconditionError(absl::StrFormat("CqQuota::Reserve: QP %d is %s", qp.id,
-                                                         QuotaQpStateName(it->second.state)));
+  if (e->state != QuotaQpState::kLive)
+    return absl::FailedPreconditionError(
+        absl::StrFormat("CqQuota::Reserve: QP %d is %s", qp.id, QuotaQpStateName(e->state)));
   if (reserved_ + int64_t{n} > int64_t{capacity_})
     return absl::ResourceExhaustedError(absl::StrFormat(
         "CqQuota::Reserve: %d + %d CQEs exceed CQ size %d", reserved_, n, capacity_));
-  it->second.held += n;
+  e->held += n;
   reserved_ += n;
   AfterOp();
   return absl::OkStatus();
 }
 
 absl::Status CqQuota::Unreserve(hal::QpHandle qp, uint32_t n) {
-  auto it = qps_.find(qp.id);
-  if (it == qps_.end())
+  Entry* found = Find(qp.id);
+  if (found == nullptr)
     return absl::NotFoundError(absl::StrFormat("CqQuota::Unreserve: QP %d not tracked", qp.id));
-  Entry& e = it->second;
+  Entry& e = *found;
   if (int64_t{n} > e.held)
     return absl::FailedPreconditionError(absl::StrFormat(
         "CqQuota::Unreserve: QP %d holds %d, asked to return %d", qp.id, e.held, n));
@@ -86,13 +97,13 @@ absl::Status CqQuota::Unreserve(hal::QpHandle qp, uint32_t n) {
 }
 
 absl::Status CqQuota::ReleaseOnCqe(hal::QpHandle qp) {
-  auto it = qps_.find(qp.id);
-  if (it == qps_.end()) {
+  Entry* found = Find(qp.id);
+  if (found == nullptr) {
     ++stray_cqes_;
     return absl::NotFoundError(
         absl::StrFormat("CqQuota: CQE of QP %d, which holds no quota here", qp.id));
   }
-  Entry& e = it->second;
+  Entry& e = *found;
   if (e.held == 0) {
     ++stray_cqes_;
     return absl::FailedPreconditionError(
@@ -107,10 +118,10 @@ absl::Status CqQuota::ReleaseOnCqe(hal::QpHandle qp) {
 }
 
 absl::Status CqQuota::MarkRetiring(hal::QpHandle qp) {
-  auto it = qps_.find(qp.id);
-  if (it == qps_.end())
+  Entry* found = Find(qp.id);
+  if (found == nullptr)
     return absl::NotFoundError(absl::StrFormat("CqQuota::MarkRetiring: QP %d not tracked", qp.id));
-  Entry& e = it->second;
+  Entry& e = *found;
   if (e.state == QuotaQpState::kLive) {
     e.state = QuotaQpState::kRetiring;
     zombie_ += e.held;
@@ -126,11 +137,11 @@ bool CqQuota::AwaitsEmptyPoll() const {
 }
 
 absl::Status CqQuota::OnDestroyResult(hal::QpHandle qp, bool destroyed) {
-  auto it = qps_.find(qp.id);
-  if (it == qps_.end())
+  Entry* found = Find(qp.id);
+  if (found == nullptr)
     return absl::NotFoundError(
         absl::StrFormat("CqQuota::OnDestroyResult: QP %d not tracked", qp.id));
-  Entry& e = it->second;
+  Entry& e = *found;
   if (e.state == QuotaQpState::kDestroyed)
     return absl::FailedPreconditionError(
         absl::StrFormat("CqQuota::OnDestroyResult: QP %d already destroyed", qp.id));
@@ -166,6 +177,7 @@ void CqQuota::Forget(uint64_t qp_id, Entry& e) {
   }
   e.held = 0;
   qps_.erase(qp_id);
+  LayoutChanged();
 }
 
 absl::StatusOr<std::vector<hal::QpHandle>> CqQuota::PollFinished(uint64_t ticket, uint32_t polled) {
@@ -201,6 +213,7 @@ absl::StatusOr<std::vector<hal::QpHandle>> CqQuota::ResetForRecreatedCq(uint32_t
   released.reserve(qps_.size());
   for (const auto& [id, e] : qps_) released.push_back(hal::QpHandle{id});
   qps_.clear();
+  LayoutChanged();
   reserved_ = 0;
   zombie_ = 0;
   capacity_ = capacity;
@@ -209,8 +222,8 @@ absl::StatusOr<std::vector<hal::QpHandle>> CqQuota::ResetForRecreatedCq(uint32_t
 }
 
 int64_t CqQuota::held(hal::QpHandle qp) const {
-  auto it = qps_.find(qp.id);
-  return it == qps_.end() ? 0 : it->second.held;
+  const Entry* e = Find(qp.id);
+  return e == nullptr ? 0 : e->held;
 }
 
 absl::Status CqQuota::CheckInvariants() const {

@@ -35,6 +35,7 @@
 #ifndef FERRY_ENGINE_CQ_QUOTA_H_
 #define FERRY_ENGINE_CQ_QUOTA_H_
 
+#include <array>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -127,6 +128,12 @@ class CqQuota {
     uint64_t destroy_seq = 0;  // seq_ when destroy returned OK
   };
   static bool IsZombie(QuotaQpState s) { return s != QuotaQpState::kLive; }
+  // qps_'s entry for `qp_id`, or null. Per CQE this is the ledger's one
+  // lookup, so a small direct-mapped cache of entry pointers sits in front
+  // of the btree (entries of a btree move only when an entry is inserted or
+  // erased: every cached pointer dies with `layout_` at each such change).
+  Entry* Find(uint64_t qp_id) const;
+  void LayoutChanged() { ++layout_; }
   void AfterOp() const;
   void Forget(uint64_t qp_id, Entry& e);
 
@@ -135,6 +142,14 @@ class CqQuota {
   const base::Mutations* const mutations_;
   const bool check_every_op_;
   absl::btree_map<uint64_t, Entry> qps_;  // by QP handle id (deterministic order)
+  struct CacheLine {
+    uint64_t qp_id = 0;  // 0: empty (0 is never a valid handle)
+    uint64_t layout = 0;
+    Entry* entry = nullptr;
+  };
+  static constexpr uint32_t kCacheLines = 8;  // a power of two
+  uint64_t layout_ = 1;                       // bumped by every insert or erase in qps_
+  mutable std::array<CacheLine, kCacheLines> cache_{};
   int64_t reserved_ = 0;
   int64_t zombie_ = 0;
   uint64_t seq_ = 0;  // orders destroys and poll starts

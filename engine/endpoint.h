@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "base/ring_queue.h"
 #include "engine/handles.h"
 #include "engine/windows.h"
 #include "hal/entropy.h"
@@ -94,7 +95,7 @@ struct DataQp {
   uint32_t sq_psn = 0;                        // our starting PSN (random)
   uint32_t max_inline_data = 0;               // as the device reported it
   hal::QpState state = hal::QpState::kReset;  // as we last moved it
-  std::deque<uint32_t> fifo;                  // slots of posted WRs, in post order
+  base::RingQueue<uint32_t> fifo;             // slots of posted WRs, in post order
   // Posted receive WRs in post order: (notification slot, receive seq).
   std::deque<std::pair<uint32_t, uint32_t>> recv;
   uint32_t recv_seq = 0;   // of the next receive WR posted on this QP

@@ -40,16 +40,14 @@ std::string_view SliceOutcomeName(SliceOutcome o) {
   return "?";
 }
 
-void Slice::OwnerMove(SliceWord from, SliceWord to) {
-  // Only the owner moves a slice out of POSTING or POSTED (TryWithdraw acts
-  // on QUEUED only), so this is a checked store, not a compare-and-swap: a
-  // word that is not `from` here is a bug. Release: a reader that acquires
-  // the new word sees what the owner did before.
+SliceWord Slice::OwnerLoad(SliceState expect) const {
   const SliceWord seen = SliceWord::Unpack(word_.load(std::memory_order_acquire));
-  FERRY_CHECK_EQ(static_cast<int>(seen.state), static_cast<int>(from.state));
-  FERRY_CHECK(seen.state == SliceState::kPosting || seen.state == SliceState::kPosted);
-  FERRY_CHECK_EQ(seen.attempt, from.attempt);
-  word_.store(SliceWord::Pack(to), std::memory_order_release);
+  FERRY_CHECK_EQ(static_cast<int>(seen.state), static_cast<int>(expect));
+  return seen;
+}
+
+void Slice::OwnerStore(SliceWord to, std::memory_order order) {
+  word_.store(SliceWord::Pack(to), order);
 }
 
 bool Slice::TryBeginPost(uint16_t attempt) {
@@ -60,30 +58,30 @@ bool Slice::TryBeginPost(uint16_t attempt) {
 }
 
 void Slice::PostRejected() {
-  const SliceWord w = Load();
-  FERRY_CHECK(w.state == SliceState::kPosting);
-  OwnerMove(w, SliceWord{SliceState::kQueued, SliceOutcome::kNone, w.attempt});
+  const SliceWord w = OwnerLoad(SliceState::kPosting);
+  OwnerStore(SliceWord{SliceState::kQueued, SliceOutcome::kNone, w.attempt});
 }
 
 void Slice::PostAccepted() {
-  const SliceWord w = Load();
-  FERRY_CHECK(w.state == SliceState::kPosting);
-  OwnerMove(w, SliceWord{SliceState::kPosted, SliceOutcome::kNone, w.attempt});
+  const SliceWord w = OwnerLoad(SliceState::kPosting);
+  OwnerStore(SliceWord{SliceState::kPosted, SliceOutcome::kNone, w.attempt});
 }
 
 void Slice::Resolve(SliceOutcome outcome) {
   FERRY_CHECK(outcome == SliceOutcome::kSuccess || outcome == SliceOutcome::kFailed);
-  const SliceWord w = Load();
-  FERRY_CHECK(w.state == SliceState::kPosted);
-  OwnerMove(w, SliceWord{SliceState::kResolved, outcome, w.attempt});
+  const SliceWord w = OwnerLoad(SliceState::kPosted);
+  OwnerStore(SliceWord{SliceState::kResolved, outcome, w.attempt});
 }
 
 void Slice::Requeue() {
-  const SliceWord w = Load();
-  FERRY_CHECK(w.state == SliceState::kPosted);
+  const SliceWord w = OwnerLoad(SliceState::kPosted);
   FERRY_CHECK_LT(uint32_t{w.attempt} + 1, kSliceAttemptsMax);
-  OwnerMove(
-      w, SliceWord{SliceState::kQueued, SliceOutcome::kNone, static_cast<uint16_t>(w.attempt + 1)});
+  // seq_cst: the caller then reads the task's latch (Task::Requeue), and a
+  // canceler latches and then sweeps QUEUED slices; with both seq_cst one
+  // of them sees the other (a release store could pass the later load).
+  OwnerStore(
+      SliceWord{SliceState::kQueued, SliceOutcome::kNone, static_cast<uint16_t>(w.attempt + 1)},
+      std::memory_order_seq_cst);
 }
 
 bool Slice::TryWithdraw(SliceOutcome reason) {

@@ -3,8 +3,8 @@
 // A task (one request) is cut into slices of at most slice_size_bytes; each
 // slice becomes one signalled WR per attempt. The slice word (one atomic
 // 64-bit value) holds the attempt's state, its outcome and the attempt
-// number; every state change is a compare-and-swap on it (docs/design.md
-// section 4):
+// number; every contended state change is a compare-and-swap on it
+// (docs/design.md section 4):
 //
 //   QUEUED(a) --TryBeginPost--> POSTING(a) --PostAccepted--> POSTED(a)
 //   POSTING(a) --PostRejected--> QUEUED(a)        (post_send refused the WR)
@@ -17,10 +17,10 @@
 // Leaving QUEUED is the only contended transition: the owner worker
 // (TryBeginPost) races cancel / timeout (TryWithdraw), and exactly one CAS
 // wins. POSTING and POSTED belong to the owner alone; the methods that leave
-// them check (FERRY_CHECK) that the CAS succeeded, since a failure there is a
-// bug, never a race. Withdraw reasons: CANCELED, TIMEOUT, or FAILED for a
-// slice that could not be posted at all (no endpoint, out of retries): no WR
-// exists for a withdrawn attempt, so it needs no evidence (C1).
+// them are a checked load and a store (FERRY_CHECK that the word is in the
+// state they leave), since another state there is a bug, never a race. Withdraw reasons: CANCELED,
+// TIMEOUT, or FAILED for a slice that could not be posted at all (no endpoint, out of retries): no
+// WR exists for a withdrawn attempt, so it needs no evidence (C1).
 //
 // Thread safety: Load/TryWithdraw from any thread; every other mutator only
 // on the owner worker. The owner-only counters below are plain fields.
@@ -120,9 +120,14 @@ class Slice {
   bool last_by_destroy = false;
 
  private:
-  // Owner transition out of POSTING or POSTED, which cannot race (TryWithdraw
-  // acts on QUEUED only): a checked release store from `from` to `to`.
-  void OwnerMove(SliceWord from, SliceWord to);
+  // Owner transitions out of POSTING or POSTED, which cannot race
+  // (TryWithdraw acts on QUEUED only), so they are one load and one store,
+  // not a compare-and-swap: OwnerLoad reads the word once and CHECKs it is
+  // in state `expect` (a word in any other state here is a bug);
+  // OwnerStore publishes the new word (release: a reader that acquires it
+  // sees what the owner did before; Requeue's is seq_cst, see task.h).
+  SliceWord OwnerLoad(SliceState expect) const;
+  void OwnerStore(SliceWord to, std::memory_order order = std::memory_order_release);
 
   std::atomic<uint64_t> word_{SliceWord::Pack(SliceWord{})};
 };

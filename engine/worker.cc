@@ -373,9 +373,9 @@ void Worker::OnSubmit(const std::shared_ptr<TaskRoute>& route) {
   const KeyView view{route->context, *route->peer_path};
   auto it = pending_.find(view);
   if (it == pending_.end())
-    it = pending_.emplace(Key{view.first, *route->peer_path}, std::deque<Pending>()).first;
+    it = pending_.emplace(Key{view.first, *route->peer_path}, PendingQueue()).first;
   auto& dq = it->second;
-  for (uint32_t i = 0; i < route->task->slice_count(); ++i) dq.push_back(Pending{route, i});
+  for (uint32_t i = 0; i < route->task->slice_count(); ++i) dq.emplace_back(route, i);
 }
 
 void Worker::OnWire(const InboxWire& w) {

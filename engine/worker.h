@@ -267,6 +267,9 @@ class Worker {
     std::shared_ptr<TaskRoute> route;
     uint32_t slice = 0;
   };
+  // A key's queued slices, oldest first (a ring: filled and drained in
+  // steady state, it allocates nothing; std::deque allocated even empty).
+  using PendingQueue = base::RingQueue<Pending>;
   // One post_send chain being built by PostAll (a member so the WRs and
   // entries are not constructed and zeroed again for every chain).
   struct ChainEntry {
@@ -291,18 +294,17 @@ class Worker {
   WaitSet WaitSetNow();
   void DrainInbox();
   void PostAll();
-  void PostKey(const Key& key, std::deque<Pending>& dq, uint32_t* budget);
+  void PostKey(const Key& key, PendingQueue& dq, uint32_t* budget);
   // PostAll's phases (worker_post.cc has the order).
-  void DropLatched(std::deque<Pending>& dq);
-  void OpenFor(const Key& key, std::deque<Pending>& dq);
-  bool PostRound(const Key& key, Endpoint* ep, CqQuota& ledger, std::deque<Pending>& dq,
-                 uint32_t* budget);
-  uint32_t TakeChain(Endpoint* ep, int64_t quota_free, uint32_t budget, std::deque<Pending>& dq,
+  void DropLatched(PendingQueue& dq);
+  void OpenFor(const Key& key, PendingQueue& dq);
+  bool PostRound(const Key& key, Endpoint* ep, CqQuota& ledger, PendingQueue& dq, uint32_t* budget);
+  uint32_t TakeChain(Endpoint* ep, int64_t quota_free, uint32_t budget, PendingQueue& dq,
                      std::array<uint32_t, kQpsPerEndpointMax>& taken);
   void FillWr(ChainEntry& e, Endpoint* ep, uint32_t qi, Context* rc, hal::SendWr& wr);
   bool PostQpChain(const Key& key, Endpoint* ep, uint32_t qi, uint32_t n, uint32_t count,
                    CqQuota& ledger, uint32_t* budget);
-  void ReturnUnposted(uint32_t n, std::deque<Pending>& dq);
+  void ReturnUnposted(uint32_t n, PendingQueue& dq);
   void PollAll();
   void Sweep();
   void Reclaim();
@@ -329,7 +331,7 @@ class Worker {
   void FailOtherIncarnation(const Pending& p);
   // Fails the queue's front slices bound to an incarnation of the peer
   // that refused a REQ as not its own (exited_).
-  void DropExitedFront(const Key& key, std::deque<Pending>& dq);
+  void DropExitedFront(const Key& key, PendingQueue& dq);
   // True when `route`'s rkeys belong to another incarnation of the peer
   // than the one `ep` paired with (C6: never posted on it).
   bool BoundElsewhere(const Endpoint& ep, const TaskRoute& route) const;
@@ -339,13 +341,13 @@ class Worker {
   // Initiator: true when the front slice may be posted on `ep` as far as
   // windows go; else it asks (WINREQ, resent on the handshake timer),
   // or fails the front slices of a range the peer refused.
-  bool WindowsReady(const Key& key, Endpoint* ep, std::deque<Pending>& dq);
+  bool WindowsReady(const Key& key, Endpoint* ep, PendingQueue& dq);
   // The time the front slice's window request waits for, if it waits.
   std::optional<uint64_t> WindowWaitNs(const Endpoint& ep, const Pending& front) const;
   bool HasPeerWindows(const Endpoint& ep, uint64_t window) const;
   uint32_t PeerWindowRkey(const Endpoint& ep, uint64_t window, uint32_t qi) const;
   void SendWinReq(Endpoint* ep, uint64_t window);
-  void FailWindowed(std::deque<Pending>& dq, uint64_t window);
+  void FailWindowed(PendingQueue& dq, uint64_t window);
   // Target: a WINREQ binds the range's windows on the endpoint's QPs (once),
   // a bind CQE counts down to the WIN.
   void OnWinReq(const HandshakeMessage& m, const std::string& from, const std::string& identity);
@@ -397,7 +399,10 @@ class Worker {
   // if that generation is older than one already seen of the same
   // incarnation (the message is from an endpoint the peer gave up).
   bool NoteGenerationIsOlder(const Key& key, uint64_t incarnation, uint64_t generation);
-  void HandleCqe(const hal::WorkCompletion& wc);
+  // One CQE polled from `cq` (whose ledger is `ledger`) at `now_ns` (the
+  // poll's time: a slice that resolves past its task's deadline latches
+  // TIMEOUT, C2).
+  void HandleCqe(const hal::WorkCompletion& wc, hal::CqHandle cq, CqQuota& ledger, uint64_t now_ns);
   // ---- notifications, receive side (worker_notify.cc)
   // Posts up to n receive WRs on QP qi of `ep`, each with a receive slot
   // and one CQE of quota (N4); fewer when slots or quota run out.
@@ -412,8 +417,9 @@ class Worker {
   // (engine_notify_recv_no_quota): not, so a CQ sized for the send WRs
   // alone can overrun.
   bool RecvHoldsQuota() const { return !Mut(base::Mutation::kEngineNotifyRecvNoQuota); }
+  // `now_ns`: when the attempt's evidence was taken (C2's deadline check).
   void ResolveAttempt(const std::shared_ptr<TaskRoute>& route, uint32_t slice, hal::WcStatus st,
-                      bool evidence_by_destroy, RetireReason ep_reason);
+                      bool evidence_by_destroy, RetireReason ep_reason, uint64_t now_ns);
   void Requeue(const std::shared_ptr<TaskRoute>& route, uint32_t slice);
   void DetachDestroyed(hal::QpHandle qp);
   // Resolves every WR on q's FIFO on destroy/close evidence (C1, C4).
@@ -503,7 +509,7 @@ class Worker {
   std::deque<Key> ready_order_;
   // Queued slices per key. PostAll erases a key whose queue it leaves
   // empty, so the step walks only keys with queued slices.
-  std::map<Key, std::deque<Pending>, KeyLess> pending_;
+  std::map<Key, PendingQueue, KeyLess> pending_;
   std::vector<Slot> slots_;
   std::vector<uint32_t> free_slots_;
   std::map<uint64_t, QpRef> qp_by_uid_;

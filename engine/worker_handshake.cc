@@ -532,17 +532,19 @@ void Worker::OnStaleOrError(const HandshakeMessage& m, const std::string& from) 
 void Worker::FailBoundTo(const Key& key, uint64_t incarnation) {
   auto it = pending_.find(key);
   if (it == pending_.end() || incarnation == 0) return;
-  std::deque<Pending>& dq = it->second;
-  // Bounded by the queue's length; the order of the rest is kept.
-  std::deque<Pending> keep;
-  for (Pending& p : dq) {
+  PendingQueue& dq = it->second;
+  // One pass around the queue (bounded by its length): what stays goes
+  // back to the end, so the order of the rest is kept.
+  const size_t n = dq.size();
+  for (size_t i = 0; i < n; ++i) {
+    Pending p = std::move(dq.front());
+    dq.pop_front();
     if (p.route->peer_incarnation == incarnation) {
       FailOtherIncarnation(p);
     } else {
-      keep.push_back(std::move(p));
+      dq.push_back(std::move(p));
     }
   }
-  dq.swap(keep);
 }
 
 void Worker::FailOtherIncarnation(const Pending& p) {
@@ -556,7 +558,7 @@ void Worker::FailOtherIncarnation(const Pending& p) {
     env_->remote_access_error(id_, p.route->segment, p.route->segment_version);
 }
 
-void Worker::DropExitedFront(const Key& key, std::deque<Pending>& dq) {
+void Worker::DropExitedFront(const Key& key, PendingQueue& dq) {
   if (exited_.empty()) return;
   auto it = exited_.find(key);
   if (it == exited_.end()) return;

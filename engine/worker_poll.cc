@@ -35,7 +35,7 @@ void Worker::PollAll() {
         FERRY_CHECK(ledger.PollFinished(ticket, 1).ok());
         break;
       }
-      for (uint32_t k = 0; k < *n; ++k) HandleCqe(wcs[k]);
+      for (uint32_t k = 0; k < *n; ++k) HandleCqe(wcs[k], cq, ledger, now);
       auto forgotten = ledger.PollFinished(ticket, *n);
       FERRY_CHECK(forgotten.ok());
       // Evidence: destroyed and the CQ polled empty after the destroy.
@@ -45,7 +45,8 @@ void Worker::PollAll() {
   });
 }
 
-void Worker::HandleCqe(const hal::WorkCompletion& wc) {
+void Worker::HandleCqe(const hal::WorkCompletion& wc, hal::CqHandle cq, CqQuota& ledger,
+                       uint64_t now_ns) {
   ++stats_.cqes;
   // A receive WR (notifications): never on the send FIFO.
   if (IsRecvWrId(wc.wr_id)) {
@@ -64,13 +65,14 @@ void Worker::HandleCqe(const hal::WorkCompletion& wc) {
   Slot& s = slots_[id.slot];
   Endpoint* ep = s.ep;
   FERRY_CHECK(ep != nullptr && s.qp_index < ep->qps().size());
+  FERRY_CHECK(ep->cq() == cq);  // `ledger` is this CQ's: the send WR's CQE came on its QP's CQ
   DataQp& q = ep->qps()[s.qp_index];
   FERRY_CHECK_EQ(q.uid, s.qp_uid);
   // Completions of one QP keep post order.
   FERRY_CHECK(!q.fifo.empty());
   FERRY_CHECK_EQ(q.fifo.front(), id.slot);
   q.fifo.pop_front();
-  FERRY_CHECK(Ledger(ep->cq()).ReleaseOnCqe(s.qp).ok());
+  FERRY_CHECK(ledger.ReleaseOnCqe(s.qp).ok());
   std::shared_ptr<TaskRoute> route = std::move(s.route);
   const uint32_t slice = s.slice;
   const uint64_t window = s.window;
@@ -88,11 +90,12 @@ void Worker::HandleCqe(const hal::WorkCompletion& wc) {
     }
   }
   if (route == nullptr) return;
-  ResolveAttempt(route, slice, wc.status, false, ep->retire_reason());
+  ResolveAttempt(route, slice, wc.status, false, ep->retire_reason(), now_ns);
 }
 
 void Worker::ResolveAttempt(const std::shared_ptr<TaskRoute>& route, uint32_t slice,
-                            hal::WcStatus st, bool evidence_by_destroy, RetireReason ep_reason) {
+                            hal::WcStatus st, bool evidence_by_destroy, RetireReason ep_reason,
+                            uint64_t now_ns) {
   Task& task = *route->task;
   Slice& sl = task.mutable_slice(slice);
   sl.last_status = st;
@@ -102,7 +105,7 @@ void Worker::ResolveAttempt(const std::shared_ptr<TaskRoute>& route, uint32_t sl
   // or a hang), latches TIMEOUT first: such a task never ends COMPLETED.
   // The sweep still retires what the task has posted. Test-only: the bug
   // the completed_after_deadline rule found.
-  if (!task.latched().has_value() && task.Expired(env_->clock->NowNs()) &&
+  if (!task.latched().has_value() && task.Expired(now_ns) &&
       !Mut(base::Mutation::kEngineCompleteAfterDeadline))
     (void)task.TryLatch(TaskStatus::kTimeout);
   if (!evidence_by_destroy && st == hal::WcStatus::kSuccess) {
@@ -173,7 +176,7 @@ void Worker::ResolveFifoByEvidence(DataQp& q, RetireReason why) {
     s.in_use = false;
     free_slots_.push_back(slot);
     if (route == nullptr) continue;  // a window bind: revoked with its endpoint
-    ResolveAttempt(route, slice, hal::WcStatus::kWrFlushErr, true, why);
+    ResolveAttempt(route, slice, hal::WcStatus::kWrFlushErr, true, why, env_->clock->NowNs());
   }
 }
 

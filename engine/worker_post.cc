@@ -50,7 +50,7 @@ void Worker::PostAll() {
 }
 
 // PostAll's work for one key with queued slices.
-void Worker::PostKey(const Key& key, std::deque<Pending>& dq, uint32_t* budget) {
+void Worker::PostKey(const Key& key, PendingQueue& dq, uint32_t* budget) {
   DropLatched(dq);
   DropExitedFront(key, dq);
   if (dq.empty()) return;
@@ -95,7 +95,7 @@ bool Worker::BoundElsewhere(const Endpoint& ep, const TaskRoute& route) const {
          !Mut(base::Mutation::kEngineC6AcceptOtherTarget);
 }
 
-void Worker::DropLatched(std::deque<Pending>& dq) {
+void Worker::DropLatched(PendingQueue& dq) {
   if (Mut(base::Mutation::kEngineC2RepostLatched)) return;  // the bug: latched slices post
   while (!dq.empty() && dq.front().route->task->latched().has_value()) {
     Pending p = dq.front();
@@ -106,7 +106,7 @@ void Worker::DropLatched(std::deque<Pending>& dq) {
   }
 }
 
-void Worker::OpenFor(const Key& key, std::deque<Pending>& dq) {
+void Worker::OpenFor(const Key& key, PendingQueue& dq) {
   if (shutdown_) {
     // No new endpoints during shutdown: the slices fail unposted.
     while (!dq.empty()) {
@@ -125,7 +125,7 @@ void Worker::OpenFor(const Key& key, std::deque<Pending>& dq) {
   NoteEvent("req_sent", key, (*made)->generation(), 0);
 }
 
-bool Worker::PostRound(const Key& key, Endpoint* ep, CqQuota& ledger, std::deque<Pending>& dq,
+bool Worker::PostRound(const Key& key, Endpoint* ep, CqQuota& ledger, PendingQueue& dq,
                        uint32_t* budget) {
   const uint32_t nqp = static_cast<uint32_t>(ep->qps().size());
   std::array<uint32_t, kQpsPerEndpointMax> taken{};  // per QP, in this chain
@@ -145,7 +145,7 @@ bool Worker::PostRound(const Key& key, Endpoint* ep, CqQuota& ledger, std::deque
 }
 
 uint32_t Worker::TakeChain(Endpoint* ep, int64_t quota_free, uint32_t budget,
-                           std::deque<Pending>& dq,
+                           PendingQueue& dq,
                            std::array<uint32_t, kQpsPerEndpointMax>& taken) {
   // Up to kChainMax slices off the queue front, each assigned to a QP with
   // room, round robin (the same QPs one-by-one posting would pick). With no
@@ -285,7 +285,7 @@ bool Worker::PostQpChain(const Key& key, Endpoint* ep, uint32_t qi, uint32_t n, 
   return false;
 }
 
-void Worker::ReturnUnposted(uint32_t n, std::deque<Pending>& dq) {
+void Worker::ReturnUnposted(uint32_t n, PendingQueue& dq) {
   // Every slice not posted goes POSTING -> QUEUED and back to the queue front
   // in its old order, unless its latched task withdrew it.
   for (uint32_t i = n; i-- > 0;) {

@@ -23,7 +23,9 @@ bool Worker::WrStillOnFifo(const TaskRoute::PostedWr& e) const {
       slots_[e.slot].generation != e.generation || slots_[e.slot].qp_uid != e.qp_uid)
     return false;
   const DataQp& q = it->second.ep->qps()[it->second.index];
-  return std::find(q.fifo.begin(), q.fifo.end(), e.slot) != q.fifo.end();
+  for (size_t i = 0; i < q.fifo.size(); ++i)  // bounded by wr_depth
+    if (q.fifo[i] == e.slot) return true;
+  return false;
 }
 
 void Worker::SweepTimeouts(uint64_t now) {

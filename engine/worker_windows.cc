@@ -47,7 +47,7 @@ uint32_t Worker::PeerWindowRkey(const Endpoint& ep, uint64_t window, uint32_t qi
   return it->second.rkeys[qi];
 }
 
-bool Worker::WindowsReady(const Key& key, Endpoint* ep, std::deque<Pending>& dq) {
+bool Worker::WindowsReady(const Key& key, Endpoint* ep, PendingQueue& dq) {
   FERRY_CHECK(!dq.empty());
   const uint64_t window = dq.front().route->window;
   if (window == 0 || HasPeerWindows(*ep, window)) return true;
@@ -84,7 +84,7 @@ std::optional<uint64_t> Worker::WindowWaitNs(const Endpoint& ep, const Pending& 
   return it->second.next_request_ns;
 }
 
-void Worker::FailWindowed(std::deque<Pending>& dq, uint64_t window) {
+void Worker::FailWindowed(PendingQueue& dq, uint64_t window) {
   // The front slices of the refused range (bounded by the queue); a later
   // slice of it fails when it reaches the front.
   while (!dq.empty() && dq.front().route->window == window) {

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <deque>
 #include <memory>
 
 #include "base/check.h"
@@ -84,6 +85,42 @@ TEST(RingQueue, SteadyFillAndDrainKeepsItsCapacity) {
   }
   EXPECT_EQ(q.capacity(), cap);
   EXPECT_EQ(q.size(), 5u);
+}
+
+TEST(RingQueue, PushFrontAndIndexMatchADeque) {
+  // A fixed pattern of push_back / push_front / pop_front against
+  // std::deque as the model, across wraps and growth in both directions.
+  RingQueue<int> q;
+  std::deque<int> model;
+  int next = 0;
+  for (int round = 0; round < 400; ++round) {
+    switch ((round * 7 + round / 13) % 5) {
+      case 0:
+      case 1:
+        q.push_back(next);
+        model.push_back(next++);
+        break;
+      case 2:
+        q.push_front(next);
+        model.push_front(next++);
+        break;
+      default:
+        if (!model.empty()) {
+          ASSERT_EQ(q.front(), model.front());
+          q.pop_front();
+          model.pop_front();
+        }
+    }
+    ASSERT_EQ(q.size(), model.size());
+    for (size_t i = 0; i < model.size(); ++i) ASSERT_EQ(q[i], model[i]) << "round " << round;
+  }
+  EXPECT_GT(model.size(), 8u);  // it grew past its first capacity
+}
+
+TEST(RingQueueDeathTest, IndexPastTheEndAborts) {
+  RingQueue<int> q;
+  q.push_back(1);
+  EXPECT_DEATH((void)q[1], "i < size_");
 }
 
 TEST(CheckDeathTest, FailedCheckAbortsWithOperands) {
