@@ -63,14 +63,17 @@ class EndpointStore {
   size_t capacity() const { return capacity_; }
 
   // A hit: returns the value and marks the entry visited. nullptr if absent.
-  V* Find(const EndpointKey& key) {
+  // `K`: EndpointKey or EndpointKeyView.
+  template <typename K>
+  V* Find(const K& key) {
     auto it = index_.find(key);
     if (it == index_.end()) return nullptr;
     it->second->visited = true;
     return &it->second->value;
   }
   // Looks without counting as a hit.
-  const V* Peek(const EndpointKey& key) const {
+  template <typename K>
+  const V* Peek(const K& key) const {
     auto it = index_.find(key);
     return it == index_.end() ? nullptr : &it->second->value;
   }
@@ -184,7 +187,7 @@ class EndpointStore {
 
   const size_t capacity_;
   std::list<Node> queue_;  // front = head (newest), back = tail (oldest)
-  absl::btree_map<EndpointKey, Iter> index_;
+  absl::btree_map<EndpointKey, Iter, EndpointKeyLess> index_;
   Iter hand_ = queue_.end();
 };
 

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "hal/types.h"
 
 namespace ferry::engine {
@@ -83,7 +84,9 @@ struct WaitSet {
   // at any time, so a runtime that sleeps must wake on a CQE even when
   // poll_now is false (their quota is held for good, not work to spin on).
   bool recv_posted = false;
-  std::vector<hal::CompChannelHandle> channels;
+  // One per context with channels (a worker's CQs of a context share its
+  // channel): inline, so a step's wait set allocates nothing.
+  absl::InlinedVector<hal::CompChannelHandle, 4> channels;
 };
 
 struct WorkerStats {

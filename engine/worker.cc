@@ -24,6 +24,7 @@ using namespace worker_internal;  // NOLINT(build/namespaces): the worker's own 
 
 Worker::Worker(uint32_t id, WorkerEnv* env) : id_(id), env_(env), cfg_(*env->config) {
   FERRY_CHECK_LT(id_, cfg_.workers);
+  spare_keys_.reserve(kSpareKeysMax);
   for (Context* c : env_->contexts) {
     stores_.push_back(std::make_unique<Store>(cfg_.endpoint_store_capacity));
     rails_.emplace_back();
@@ -84,12 +85,12 @@ size_t Worker::LiveEndpoints() const {
 }
 
 Endpoint* Worker::Peek(const Key& key) const {
-  const auto* p = stores_[key.first]->Peek(StoreKey(key));
+  const auto* p = stores_[key.first]->Peek(StoreKeyView(key));
   return p == nullptr ? nullptr : p->get();
 }
 
 Endpoint* Worker::Hit(const Key& key) {
-  auto* p = stores_[key.first]->Find(StoreKey(key));
+  auto* p = stores_[key.first]->Find(StoreKeyView(key));
   return p == nullptr ? nullptr : p->get();
 }
 
@@ -318,9 +319,10 @@ void Worker::NoteEventSlow(std::string_view kind, const Key& key, uint64_t a, ui
 void Worker::NoteEventAt(std::string_view kind, std::string_view nic, std::string_view path,
                          uint64_t a, uint64_t b) {
   if (env_->observer == nullptr) return;
-  std::string key(nic);
-  key.append("|").append(path);
-  env_->observer->OnEvent(id_, kind, key, a, b);
+  // Built in a reused buffer: no allocation per event once it has grown.
+  event_key_.assign(nic);
+  event_key_.append("|").append(path);
+  env_->observer->OnEvent(id_, kind, event_key_, a, b);
 }
 
 std::string Worker::NicName(uint32_t ctx) const { return env_->contexts[ctx]->device(); }
@@ -369,12 +371,7 @@ void Worker::OnSubmit(const std::shared_ptr<TaskRoute>& route) {
   tasks_.push_back(route);
   route->posted.reserve(route->task->slice_count());  // one entry per first post
   next_task_deadline_ns_ = std::min(next_task_deadline_ns_, route->task->geometry().deadline_ns);
-  // Found by a view (no copy of the path); the key is built only when new.
-  const KeyView view{route->context, *route->peer_path};
-  auto it = pending_.find(view);
-  if (it == pending_.end())
-    it = pending_.emplace(Key{view.first, *route->peer_path}, PendingQueue()).first;
-  auto& dq = it->second;
+  PendingQueue& dq = QueueOf(route->context, *route->peer_path);
   for (uint32_t i = 0; i < route->task->slice_count(); ++i) dq.emplace_back(route, i);
 }
 

@@ -295,6 +295,9 @@ class Worker {
   void DrainInbox();
   void PostAll();
   void PostKey(const Key& key, PendingQueue& dq, uint32_t* budget);
+  // The queue of (context, peer path), made (from a spare node when there
+  // is one) if the key has none.
+  PendingQueue& QueueOf(uint32_t context, const std::string& peer_path);
   // PostAll's phases (worker_post.cc has the order).
   void DropLatched(PendingQueue& dq);
   void OpenFor(const Key& key, PendingQueue& dq);
@@ -455,6 +458,10 @@ class Worker {
   std::string NicName(uint32_t ctx) const;
   std::optional<uint32_t> ContextOfNic(std::string_view nic) const;
   EndpointKey StoreKey(const Key& key) const { return EndpointKey{NicName(key.first), key.second}; }
+  // For lookups: no copy of either string.
+  EndpointKeyView StoreKeyView(const Key& key) const {
+    return EndpointKeyView{env_->contexts[key.first]->device(), key.second};
+  }
   Endpoint* Peek(const Key& key) const;
   Endpoint* Hit(const Key& key);
   std::vector<Endpoint*> LiveList() const;
@@ -507,9 +514,18 @@ class Worker {
   // that one replaced.
   std::map<Key, uint64_t> ready_incarnation_;
   std::deque<Key> ready_order_;
-  // Queued slices per key. PostAll erases a key whose queue it leaves
-  // empty, so the step walks only keys with queued slices.
-  std::map<Key, PendingQueue, KeyLess> pending_;
+  // Queued slices per key. PostAll takes out a key whose queue it leaves
+  // empty, so the step walks only keys with queued slices; up to
+  // kSpareKeysMax such map nodes (key, path and the queue's ring, all
+  // allocated) are kept in spare_keys_ and reused by QueueOf for the next
+  // new key, so batch-1 traffic to a few peers allocates nothing per
+  // request (docs/operations.md 3.3).
+  using PendingMap = std::map<Key, PendingQueue, KeyLess>;
+  std::string event_key_;  // NoteEventAt's scratch ("nic|path")
+  static constexpr size_t kSpareKeysMax = 16;
+  static constexpr size_t kSpareQueueSlotsMax = 256;  // a spare's ring capacity
+  PendingMap pending_;
+  std::vector<PendingMap::node_type> spare_keys_;  // reserved kSpareKeysMax
   std::vector<Slot> slots_;
   std::vector<uint32_t> free_slots_;
   std::map<uint64_t, QpRef> qp_by_uid_;

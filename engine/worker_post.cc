@@ -45,8 +45,35 @@ void Worker::PostAll() {
   for (auto it = pending_.begin(); it != pending_.end();) {
     auto& [key, dq] = *it;
     if (!dq.empty()) PostKey(key, dq, &budget);
-    it = dq.empty() ? pending_.erase(it) : std::next(it);
+    if (!dq.empty()) {
+      ++it;
+      continue;
+    }
+    const auto next = std::next(it);
+    // A spare keeps its ring: only small ones are kept (memory bound).
+    if (spare_keys_.size() < kSpareKeysMax && dq.capacity() <= kSpareQueueSlotsMax) {
+      spare_keys_.push_back(pending_.extract(it));  // reserved: no allocation
+    } else {
+      pending_.erase(it);
+    }
+    it = next;
   }
+}
+
+Worker::PendingQueue& Worker::QueueOf(uint32_t context, const std::string& peer_path) {
+  // Found by a view (no copy of the path); a key is made only when new.
+  auto it = pending_.find(KeyView{context, peer_path});
+  if (it != pending_.end()) return it->second;
+  if (spare_keys_.empty())
+    return pending_.emplace(Key{context, peer_path}, PendingQueue()).first->second;
+  PendingMap::node_type node = std::move(spare_keys_.back());
+  spare_keys_.pop_back();
+  FERRY_CHECK(node.mapped().empty());  // taken out empty, never filled since
+  node.key().first = context;
+  node.key().second.assign(peer_path);  // reuses the old path's capacity
+  auto ins = pending_.insert(std::move(node));
+  FERRY_CHECK(ins.inserted);
+  return ins.position->second;
 }
 
 // PostAll's work for one key with queued slices.
@@ -144,8 +171,7 @@ bool Worker::PostRound(const Key& key, Endpoint* ep, CqQuota& ledger, PendingQue
   return !stop;
 }
 
-uint32_t Worker::TakeChain(Endpoint* ep, int64_t quota_free, uint32_t budget,
-                           PendingQueue& dq,
+uint32_t Worker::TakeChain(Endpoint* ep, int64_t quota_free, uint32_t budget, PendingQueue& dq,
                            std::array<uint32_t, kQpsPerEndpointMax>& taken) {
   // Up to kChainMax slices off the queue front, each assigned to a QP with
   // room, round robin (the same QPs one-by-one posting would pick). With no

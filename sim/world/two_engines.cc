@@ -141,6 +141,7 @@ TwoEngines::TwoEngines(uint64_t seed, sim::NetPlan plan, const base::Mutations& 
       devices_per_host_(options.devices_per_host),
       steps_max_(options.steps_max),
       wake_(options.wake),
+      observe_engines_(options.observe_engines),
       hosts_(options.hosts),
       last_timeout_(options.hosts, -1),
       last_req_(options.hosts),
@@ -216,7 +217,8 @@ absl::Status TwoEngines::Start(uint32_t h) {
     EngineEnv env{hs.proc_verbs.get(), hs.net.get(), &clock_, hs.entropy.get()};
     EngineConfig cfg = config_;
     if (auto a = host_auth_.find(h); a != host_auth_.end()) cfg.auth = a->second;
-    auto e = engine::SteppedEngine::Create(cfg, env, &mutations_, hs.obs.get());
+    auto e = engine::SteppedEngine::Create(cfg, env, &mutations_,
+                                           observe_engines_ ? hs.obs.get() : nullptr);
     if (!e.ok()) {
       hs.obs.reset();
       return e.status();

@@ -176,6 +176,11 @@ struct WorldOptions {
   // Host h's control address is "<host_prefix><h>:1000" ("h0:1000"...); a
   // longer prefix gives peer paths past std::string's inline size.
   std::string host_prefix = "h";
+  // false: the engines get no observer (as in production: no lifecycle
+  // records, so no oracle and no trace of engine events; the RNIC's
+  // trace stays). For measuring the engine alone (tests/engine/sim/
+  // alloc_count_test.cc: the observer's records allocate).
+  bool observe_engines = true;
 };
 inline constexpr uint32_t kHostsMax = 8;
 inline constexpr uint32_t kDevicesPerHostMax = 4;
@@ -385,6 +390,7 @@ class TwoEngines {
   uint32_t devices_per_host_ = 1;
   uint64_t steps_max_ = 5'000'000;
   WakeModel wake_ = WakeModel::kSpin;
+  bool observe_engines_ = true;
   std::vector<HostState> hosts_;  // sized once at construction (slots point into it)
   std::vector<std::unique_ptr<SlotActor>> slots_;
   std::unique_ptr<FaultActor> fault_actor_;
