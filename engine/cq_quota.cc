@@ -130,11 +130,7 @@ absl::Status CqQuota::MarkRetiring(hal::QpHandle qp) {
   return absl::OkStatus();
 }
 
-bool CqQuota::AwaitsEmptyPoll() const {
-  for (const auto& [id, e] : qps_)
-    if (e.state == QuotaQpState::kDestroyed) return true;
-  return false;
-}
+bool CqQuota::AwaitsEmptyPoll() const { return destroyed_ > 0; }
 
 absl::Status CqQuota::OnDestroyResult(hal::QpHandle qp, bool destroyed) {
   Entry* found = Find(qp.id);
@@ -152,6 +148,7 @@ absl::Status CqQuota::OnDestroyResult(hal::QpHandle qp, bool destroyed) {
   if (destroyed) {
     e.state = QuotaQpState::kDestroyed;
     e.destroy_seq = ++seq_;
+    ++destroyed_;
   } else if (mutations_ != nullptr &&
              mutations_->on(base::Mutation::kEngineC4ReleaseFailedDestroy)) {
     // The bug C4 forbids: a failed destroy is taken as the end of the QP's
@@ -176,6 +173,8 @@ void CqQuota::Forget(uint64_t qp_id, Entry& e) {
     return;
   }
   e.held = 0;
+  FERRY_CHECK_GT(destroyed_, 0u);  // only DESTROYED entries are forgotten
+  --destroyed_;
   qps_.erase(qp_id);
   LayoutChanged();
 }
@@ -185,7 +184,8 @@ absl::StatusOr<std::vector<hal::QpHandle>> CqQuota::PollFinished(uint64_t ticket
     return absl::InvalidArgumentError(
         absl::StrFormat("CqQuota::PollFinished: ticket %d was never issued", ticket));
   std::vector<hal::QpHandle> released;
-  if (polled != 0) return released;
+  // Nothing to forget without a DESTROYED entry: no walk over the QPs.
+  if (polled != 0 || destroyed_ == 0) return released;
   std::vector<uint64_t> ids;
   for (const auto& [id, e] : qps_) {
     if (e.state == QuotaQpState::kDestroyed && e.destroy_seq < ticket) ids.push_back(id);
@@ -213,6 +213,7 @@ absl::StatusOr<std::vector<hal::QpHandle>> CqQuota::ResetForRecreatedCq(uint32_t
   released.reserve(qps_.size());
   for (const auto& [id, e] : qps_) released.push_back(hal::QpHandle{id});
   qps_.clear();
+  destroyed_ = 0;
   LayoutChanged();
   reserved_ = 0;
   zombie_ = 0;
@@ -234,12 +235,17 @@ absl::Status CqQuota::CheckInvariants() const {
         absl::StrFormat("CqQuota: reserved %d > CQ size %d", reserved_, capacity_));
   int64_t sum = 0;
   int64_t zombie = 0;
+  size_t destroyed = 0;
   for (const auto& [id, e] : qps_) {
     if (e.held < 0)
       return absl::InternalError(absl::StrFormat("CqQuota: QP %d holds %d < 0", id, e.held));
     sum += e.held;
     if (IsZombie(e.state)) zombie += e.held;
+    if (e.state == QuotaQpState::kDestroyed) ++destroyed;
   }
+  if (destroyed != destroyed_)
+    return absl::InternalError(
+        absl::StrFormat("CqQuota: %d DESTROYED QPs counted as %d", destroyed, destroyed_));
   if (sum != reserved_)
     return absl::InternalError(absl::StrFormat(
         "CqQuota: reserved %d != sum of per-QP held %d (quota returned twice or lost)", reserved_,

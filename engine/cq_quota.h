@@ -26,7 +26,8 @@
 // when constructed with check_every_op):
 // - 0 <= reserved <= capacity: Ferry's own traffic never overruns the CQ;
 // - reserved == sum of per-QP held; zombie == sum held of RETIRING and
-//   DESTROYED QPs;
+//   DESTROYED QPs; destroyed_ == the number of DESTROYED QPs (so an empty
+//   poll with none, the common case, walks no QP list);
 // - a QP's quota is returned once: after its release it is forgotten, and
 //   late CQEs or repeated polls, sweeps or destroys change nothing.
 // Test-only: base::Mutation::kEngineC4DoubleRelease keeps a released QP's
@@ -152,7 +153,8 @@ class CqQuota {
   mutable std::array<CacheLine, kCacheLines> cache_{};
   int64_t reserved_ = 0;
   int64_t zombie_ = 0;
-  uint64_t seq_ = 0;  // orders destroys and poll starts
+  size_t destroyed_ = 0;  // entries in state DESTROYED (they await an empty poll)
+  uint64_t seq_ = 0;      // orders destroys and poll starts
   uint64_t stray_cqes_ = 0;
 };
 

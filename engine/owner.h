@@ -29,23 +29,11 @@ struct EndpointKey {
   friend std::strong_ordering operator<=>(const EndpointKey&, const EndpointKey&) = default;
 };
 
-// An EndpointKey by reference (a lookup without copying the strings).
+// An EndpointKey by reference (a lookup without copying the strings;
+// EndpointStore's index hashes and compares both alike).
 struct EndpointKeyView {
   std::string_view local_nic;
   std::string_view peer_nic_path;
-};
-
-// Orders EndpointKey and EndpointKeyView alike, as EndpointKey's own
-// operator<=> does (local NIC, then peer path, each byte-lexicographic),
-// so a map keyed by EndpointKey is searched by a view.
-struct EndpointKeyLess {
-  using is_transparent = void;
-  template <typename A, typename B>
-  bool operator()(const A& a, const B& b) const {
-    const std::string_view an(a.local_nic), bn(b.local_nic);
-    if (an != bn) return an < bn;
-    return std::string_view(a.peer_nic_path) < std::string_view(b.peer_nic_path);
-  }
 };
 
 // fnv1a64 over local NIC bytes, a u64 0 separator, peer NIC path bytes.
