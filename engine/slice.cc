@@ -59,7 +59,9 @@ bool Slice::TryBeginPost(uint16_t attempt) {
 
 void Slice::PostRejected() {
   const SliceWord w = OwnerLoad(SliceState::kPosting);
-  OwnerStore(SliceWord{SliceState::kQueued, SliceOutcome::kNone, w.attempt});
+  // seq_cst, as Requeue's: the caller then reads the latch (Task::PostRejected).
+  OwnerStore(SliceWord{SliceState::kQueued, SliceOutcome::kNone, w.attempt},
+             std::memory_order_seq_cst);
 }
 
 void Slice::PostAccepted() {

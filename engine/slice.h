@@ -24,8 +24,11 @@
 //
 // Thread safety: Load/TryWithdraw from any thread; every other mutator only
 // on the owner worker. The owner-only counters below are plain fields.
-// Memory order: transitions are seq_cst, so "requeue, then read the task
-// latch" and "latch, then sweep QUEUED slices" cannot both miss (task.h).
+// Memory order: the compare-and-swaps and the owner's stores back to
+// QUEUED (Requeue, PostRejected) are seq_cst, so "requeue, then read the
+// task latch" and "latch, then sweep QUEUED slices" cannot both miss
+// (task.h); the owner's stores to POSTED and RESOLVED are release stores
+// that readers acquire.
 // Use slices through Task, which keeps the task's unresolved count in step.
 #ifndef FERRY_ENGINE_SLICE_H_
 #define FERRY_ENGINE_SLICE_H_
@@ -125,7 +128,8 @@ class Slice {
   // not a compare-and-swap: OwnerLoad reads the word once and CHECKs it is
   // in state `expect` (a word in any other state here is a bug);
   // OwnerStore publishes the new word (release: a reader that acquires it
-  // sees what the owner did before; Requeue's is seq_cst, see task.h).
+  // sees what the owner did before; the stores back to QUEUED are seq_cst,
+  // see above).
   SliceWord OwnerLoad(SliceState expect) const;
   void OwnerStore(SliceWord to, std::memory_order order = std::memory_order_release);
 
