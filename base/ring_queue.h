@@ -20,7 +20,6 @@
 #define FERRY_BASE_RING_QUEUE_H_
 
 #include <cstddef>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -37,17 +36,11 @@ class RingQueue {
 
   void push_back(T&& v) { emplace_back(std::move(v)); }
   void push_back(const T& v) { emplace_back(v); }
-  // Assigns a T made of `args` to the free slot past the back (no
-  // temporary copy of a T passed by value, as push_back(T) made).
+  // Assigns a T made of `args` to the free slot past the back.
   template <typename... Args>
   void emplace_back(Args&&... args) {
     if (size_ == slots_.size()) Grow();
-    T& slot = slots_[(head_ + size_) & (slots_.size() - 1)];
-    if constexpr (sizeof...(Args) == 1 && (std::is_same_v<std::decay_t<Args>, T> && ...)) {
-      slot = (std::forward<Args>(args), ...);
-    } else {
-      slot = T{std::forward<Args>(args)...};
-    }
+    slots_[(head_ + size_) & (slots_.size() - 1)] = T{std::forward<Args>(args)...};
     ++size_;
   }
   void push_front(T v) {
