@@ -515,17 +515,19 @@ class Worker {
   std::map<Key, uint64_t> ready_incarnation_;
   std::deque<Key> ready_order_;
   // Queued slices per key. PostAll takes out a key whose queue it leaves
-  // empty, so the step walks only keys with queued slices; up to
-  // kSpareKeysMax such map nodes (key, path and the queue's ring, all
-  // allocated) are kept in spare_keys_ and reused by QueueOf for the next
-  // new key, so batch-1 traffic to a few peers allocates nothing per
-  // request (docs/operations.md 3.3).
+  // empty, so the step walks only keys with queued slices; such map nodes
+  // (key, path and the queue's ring, all allocated) are kept in
+  // spare_keys_ and reused by QueueOf for the next new key, up to
+  // kSpareKeysMax nodes holding at most kSpareSlotsMax ring slots in all
+  // (spare_slots_), so traffic spread over up to that many peers at once
+  // allocates nothing per request (docs/operations.md 3.2, 3.3).
   using PendingMap = std::map<Key, PendingQueue, KeyLess>;
   std::string event_key_;  // NoteEventAt's scratch ("nic|path")
-  static constexpr size_t kSpareKeysMax = 16;
-  static constexpr size_t kSpareQueueSlotsMax = 256;  // a spare's ring capacity
+  static constexpr size_t kSpareKeysMax = 256;
+  static constexpr size_t kSpareSlotsMax = 4096;  // ring slots of all spares
   PendingMap pending_;
   std::vector<PendingMap::node_type> spare_keys_;  // reserved kSpareKeysMax
+  size_t spare_slots_ = 0;                         // sum of the spares' ring capacities
   std::vector<Slot> slots_;
   std::vector<uint32_t> free_slots_;
   std::map<uint64_t, QpRef> qp_by_uid_;

@@ -50,8 +50,9 @@ void Worker::PostAll() {
       continue;
     }
     const auto next = std::next(it);
-    // A spare keeps its ring: only small ones are kept (memory bound).
-    if (spare_keys_.size() < kSpareKeysMax && dq.capacity() <= kSpareQueueSlotsMax) {
+    // A spare keeps its ring: the spares' rings are bounded in all.
+    if (spare_keys_.size() < kSpareKeysMax && spare_slots_ + dq.capacity() <= kSpareSlotsMax) {
+      spare_slots_ += dq.capacity();
       spare_keys_.push_back(pending_.extract(it));  // reserved: no allocation
     } else {
       pending_.erase(it);
@@ -69,6 +70,8 @@ Worker::PendingQueue& Worker::QueueOf(uint32_t context, const std::string& peer_
   PendingMap::node_type node = std::move(spare_keys_.back());
   spare_keys_.pop_back();
   FERRY_CHECK(node.mapped().empty());  // taken out empty, never filled since
+  FERRY_CHECK_LE(node.mapped().capacity(), spare_slots_);
+  spare_slots_ -= node.mapped().capacity();
   node.key().first = context;
   node.key().second.assign(peer_path);  // reuses the old path's capacity
   auto ins = pending_.insert(std::move(node));
