@@ -413,7 +413,8 @@ class Stream {
         std::fprintf(stderr, "\nferry-bench: batch ended %s\n",
                      std::string(TaskStatusName(st->overall)).c_str());
       } else if (main) {
-        latencies_ns.push_back((p_.notify ? echo_ns_ : now_()) - t0_);
+        last_done_ns_ = p_.notify ? echo_ns_ : now_();
+        latencies_ns.push_back(last_done_ns_ - t0_);
         shared_->bytes.fetch_add(p_.block * p_.batch);
         shared_->batches.fetch_add(1);
         if (verify_ && p_.op == OpKind::kRead) CheckRead();
@@ -444,6 +445,9 @@ class Stream {
   }
 
   std::vector<uint64_t> latencies_ns;
+  std::vector<uint64_t> submit_ns;  // each main batch's Submit call alone
+  // When the stream's last counted batch completed (0: none yet).
+  uint64_t last_done_ns() const { return last_done_ns_; }
 
  private:
   enum class Phase { kIdle, kMain, kReadback };
@@ -481,8 +485,14 @@ class Stream {
         if (verify_) std::memset(lay_.local + Off(i), 0, p_.block);
       }
     }
+    // A batch's latency starts before Submit: with user-thread steps
+    // (docs/operations.md 2.3) Submit may post the WRs itself, and on
+    // Soft-RoCE a post can move the bytes before it returns (the clock
+    // started after Submit until 2026-12-05, which left that out).
+    t0_ = now_();
     SubmitResult sr =
         p_.notify ? SubmitWithNotify(*e_, *b, reqs, lay_.segment) : e_->Submit(*b, reqs);
+    if (!readback) submit_ns.push_back(now_() - t0_);
     echo_ns_ = 0;
     if (!sr.status.ok()) {
       std::fprintf(stderr, "\nferry-bench: submit: %s\n", sr.status.ToString().c_str());
@@ -491,7 +501,6 @@ class Stream {
       return false;
     }
     batch_ = *b;
-    t0_ = now_();
     phase_ = readback ? Phase::kReadback : Phase::kMain;
     return true;
   }
@@ -523,9 +532,56 @@ class Stream {
   Phase phase_ = Phase::kIdle;
   BatchId batch_;
   uint64_t t0_ = 0;
+  uint64_t last_done_ns_ = 0;
   uint64_t echo_ns_ = 0;  // --notify: when the echo of the batch in flight arrived
   uint64_t iteration_ = 0;
 };
+
+// ------------------------------------------------------------------ warm-up
+// Real mode: one untimed batch of up to kWarmUpRequests WRITEs of up to 4 KiB
+// (within the write half of the data area) before the
+// first point, so bringing the endpoints up (QPs created, the handshake,
+// QPs to RTS: perftest does the same before its clock starts) is in no
+// point's rate or latency; its time is printed on its own line. The
+// requests' indexes spread over the rails as a point's do (engine.cc
+// RouteOf: context index % contexts, peer device index % devices).
+constexpr uint32_t kWarmUpRequests = 16;
+constexpr uint64_t kWarmUpBytes = 4096;
+constexpr uint64_t kWarmUpTimeoutNs = 60'000'000'000;
+
+template <typename E>
+int WarmUp(E& e, const Layout& lay, uint64_t area_bytes) {
+  const uint64_t w0 = WallNs();
+  const uint64_t len = std::min(kWarmUpBytes, area_bytes);
+  const auto n = static_cast<uint32_t>(std::clamp<uint64_t>(area_bytes / len, 1, kWarmUpRequests));
+  auto b = e.AllocateBatch(n);
+  if (!b.ok()) {
+    std::fprintf(stderr, "ferry-bench: warm-up: %s\n", b.status().ToString().c_str());
+    return 1;
+  }
+  std::vector<Request> reqs(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    reqs[i].segment = lay.segment;
+    reqs[i].opcode = OpKind::kWrite;
+    reqs[i].length_bytes = len;
+    reqs[i].local_addr = reinterpret_cast<uint64_t>(lay.local) + i * len;
+    reqs[i].remote_addr = lay.remote_write + i * len;
+  }
+  const SubmitResult sr = e.Submit(*b, reqs);
+  absl::StatusOr<BatchStatus> st =
+      sr.status.ok() ? e.WaitBatch(*b, kWarmUpTimeoutNs) : absl::StatusOr<BatchStatus>(sr.status);
+  const bool ok = st.ok() && st->overall == TaskStatus::kCompleted;
+  if (!ok) {
+    std::fprintf(stderr, "ferry-bench: warm-up batch did not complete: %s\n",
+                 !st.ok() ? st.status().ToString().c_str()
+                          : std::string(TaskStatusName(st->overall)).c_str());
+  }
+  (void)e.FreeBatch(*b);
+  if (!ok) return 1;
+  std::printf("warm-up: %u x %" PRIu64 " B WRITE, endpoints up, %.1f ms (in no point)\n", n, len,
+              static_cast<double>(WallNs() - w0) / 1e6);
+  return 0;
+}
 
 // ------------------------------------------------------------------ report
 struct PointResult {
@@ -535,7 +591,8 @@ struct PointResult {
   uint64_t verify_errors = 0;
   uint64_t elapsed_ns = 0;  // the mode's time base (virtual in sim)
   uint64_t wall_ns = 0;
-  std::vector<uint64_t> lat_ns;  // per batch, the mode's time base
+  std::vector<uint64_t> lat_ns;     // per batch, the mode's time base
+  std::vector<uint64_t> submit_ns;  // per batch, its Submit call alone
 };
 
 uint64_t Quantile(std::vector<uint64_t>& v, uint64_t per_mille) {
@@ -546,16 +603,16 @@ uint64_t Quantile(std::vector<uint64_t>& v, uint64_t per_mille) {
 }
 
 void PrintHeader(bool sim) {
-  std::printf("%-5s %8s %5s %7s %8s %10s %10s %9s %9s %9s %s\n", "op", "block", "batch", "threads",
-              "batches", sim ? "GB/s(virt)" : "GB/s", sim ? "GB/s(wall)" : "Gb/s", "p50_us",
-              "p99_us", "p999_us", "status");
+  std::printf("%-5s %8s %5s %7s %8s %10s %10s %9s %9s %9s %9s %s\n", "op", "block", "batch",
+              "threads", "batches", sim ? "GB/s(virt)" : "GB/s", sim ? "GB/s(wall)" : "Gb/s",
+              "p50_us", "p99_us", "p999_us", "sub50_us", "status");
 }
 
 // Appends the point to o.json_path (when set) as one JSON object per line,
 // so runs are compared by scripts: every field the table has, plus the
 // mode, the owner poll mode and the spin bounds.
 void AppendJson(const Options& o, const Point& p, const PointResult& r, double gbs, double p50,
-                double p99, double p999, const std::string& status) {
+                double p99, double p999, double sub50, const std::string& status) {
   if (o.json_path.empty()) return;
   std::FILE* f = std::fopen(o.json_path.c_str(), "a");
   if (f == nullptr) {
@@ -566,11 +623,12 @@ void AppendJson(const Options& o, const Point& p, const PointResult& r, double g
                "{\"mode\":\"%s\",\"op\":\"%s\",\"block\":%" PRIu64 ",\"batch\":%" PRIu64
                ",\"threads\":%" PRIu64 ",\"batches\":%" PRIu64
                ",\"GBps\":%.6f,\"Gbps\":%.6f,\"p50_us\":%.1f,\"p99_us\":%.1f,\"p999_us\":%.1f"
+               ",\"submit_p50_us\":%.1f"
                ",\"owner_poll\":\"%s\",\"owner_spin_ns_max\":%" PRIu64 ",\"user_spin_ns\":%" PRIu64
                ",\"user_steps\":%s,\"status\":\"%s\"}\n",
                o.mode.c_str(), p.notify ? "NOTIFY" : std::string(OpKindName(p.op)).c_str(), p.block,
-               p.batch, p.threads, r.batches, gbs, gbs * 8, p50, p99, p999, o.owner_poll.c_str(),
-               o.config.owner_spin_ns_max, o.config.user_spin_ns,
+               p.batch, p.threads, r.batches, gbs, gbs * 8, p50, p99, p999, sub50,
+               o.owner_poll.c_str(), o.config.owner_spin_ns_max, o.config.user_spin_ns,
                o.config.user_thread_steps ? "true" : "false", status.c_str());
   std::fclose(f);
 }
@@ -581,19 +639,23 @@ void PrintPoint(const Options& o, const Point& p, PointResult& r, bool sim) {
   std::vector<uint64_t>& l = r.lat_ns;
   const double p50 = Quantile(l, 500) / 1e3, p99 = Quantile(l, 990) / 1e3,
                p999 = Quantile(l, 999) / 1e3;
+  // The Submit call's own share of the latency (user-thread steps post
+  // inside it: docs/operations.md 2.3).
+  const double sub50 = Quantile(r.submit_ns, 500) / 1e3;
   std::string status = "ok";
   if (r.failures || r.verify_errors)
     status = absl::StrCat("FAILED(", r.failures, " batches, ", r.verify_errors, " verify)");
   // Real mode: GB/s with 4 decimals and Gb/s (perftest's unit) with 3, so
   // emulated devices (Soft-RoCE under TCG: a few MB/s) still show figures.
   std::printf(
-      "%-5s %8" PRIu64 " %5" PRIu64 " %7" PRIu64 " %8" PRIu64 " %10s %10s %9.1f %9.1f %9.1f %s\n",
+      "%-5s %8" PRIu64 " %5" PRIu64 " %7" PRIu64 " %8" PRIu64
+      " %10s %10s %9.1f %9.1f %9.1f %9.1f %s\n",
       p.notify ? "NTFY" : std::string(OpKindName(p.op)).c_str(), p.block, p.batch, p.threads,
       r.batches, (sim ? absl::StrFormat("%.2f", gbs) : absl::StrFormat("%.4f", gbs)).c_str(),
       sim ? absl::StrFormat("%.2f", wall).c_str() : absl::StrFormat("%.3f", gbs * 8).c_str(), p50,
-      p99, p999, status.c_str());
+      p99, p999, sub50, status.c_str());
   std::fflush(stdout);
-  AppendJson(o, p, r, gbs, p50, p99, p999, status);
+  AppendJson(o, p, r, gbs, p50, p99, p999, sub50, status);
 }
 
 void Progress(size_t index, size_t total, const Point& p, const Shared& s, uint64_t point_bytes) {
@@ -738,8 +800,10 @@ int RunSim(const Options& o) {
                    std::string(sim::RunOutcomeName(rr.outcome)).c_str(), rr.detail.c_str());
       ++r.failures;
     }
-    for (auto& s : streams)
+    for (auto& s : streams) {
       r.lat_ns.insert(r.lat_ns.end(), s->latencies_ns.begin(), s->latencies_ns.end());
+      r.submit_ns.insert(r.submit_ns.end(), s->submit_ns.begin(), s->submit_ns.end());
+    }
     std::fprintf(stderr, "\r%100s\r", "");
     PrintPoint(o, p, r, true);
     if (r.failures || r.verify_errors) rc = 1;
@@ -856,6 +920,7 @@ int RunReal(const Options& o) {
               (*ctl)->LocalAddress().c_str(), o.peer.c_str(), o.device.c_str(), plan.size());
   std::printf("local: %s (gid_index %s)\n", DevicesText(e.LocalSegment()).c_str(),
               o.config.gid_index < 0 ? "auto" : absl::StrCat(o.config.gid_index).c_str());
+  if (int w = WarmUp(e, lay, area); w != 0) return w;
   PrintHeader(false);
   int rc = 0;
   uint64_t total_batches = 0, total_failures = 0, total_verify_errors = 0, points_run = 0;
@@ -892,13 +957,20 @@ int RunReal(const Options& o) {
     }
     for (auto& t : th) t.join();
     PointResult r;
-    r.elapsed_ns = r.wall_ns = WallNs() - w0;
+    r.wall_ns = WallNs() - w0;
+    // The point ends with its last counted batch, not at this thread's next
+    // 200 ms look at the counters (that rounding cut short points' rates).
+    uint64_t last_ns = 0;
+    for (auto& s : streams) last_ns = std::max(last_ns, s->last_done_ns());
+    r.elapsed_ns = last_ns > w0 ? last_ns - w0 : r.wall_ns;
     r.bytes = shared.bytes.load();
     r.batches = shared.batches.load();
     r.failures = shared.failures.load();
     r.verify_errors = shared.verify_errors.load();
-    for (auto& s : streams)
+    for (auto& s : streams) {
       r.lat_ns.insert(r.lat_ns.end(), s->latencies_ns.begin(), s->latencies_ns.end());
+      r.submit_ns.insert(r.submit_ns.end(), s->submit_ns.begin(), s->submit_ns.end());
+    }
     std::fprintf(stderr, "\r%100s\r", "");
     PrintPoint(o, p, r, false);
     if (r.failures || r.verify_errors) rc = 1;
