@@ -1,7 +1,9 @@
 // bench/ferry_bench/ferry_bench.cc: ferry-bench, transfers between two
 // engines (docs/design.md section 9; issue 4 item 9), sweeping block size, batch
-// size and threads; prints GB/s and p50/p99/p999 batch latency per point,
-// a progress line on stderr, and with --verify checks every byte.
+// size and threads; prints GB/s and p50/p99/p999 batch latency per point
+// (from just before Submit to the poll that sees the batch done), the
+// Submit call's own p50, a progress line on stderr, and with --verify
+// checks every byte.
 //
 // Modes:
 //   --mode sim   one process, two engines (hosts h0 and h1) on the simulated
