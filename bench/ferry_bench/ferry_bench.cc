@@ -540,6 +540,7 @@ class Stream {
 };
 
 // ------------------------------------------------------------------ warm-up
+#ifdef FERRY_HAVE_IBVERBS
 // Real mode: one untimed batch of up to kWarmUpRequests WRITEs of up to 4 KiB
 // (within the write half of the data area) before the
 // first point, so bringing the endpoints up (QPs created, the handshake,
@@ -551,8 +552,7 @@ constexpr uint32_t kWarmUpRequests = 16;
 constexpr uint64_t kWarmUpBytes = 4096;
 constexpr uint64_t kWarmUpTimeoutNs = 60'000'000'000;
 
-template <typename E>
-int WarmUp(E& e, const Layout& lay, uint64_t area_bytes) {
+int WarmUp(Engine& e, const Layout& lay, uint64_t area_bytes) {
   const uint64_t w0 = WallNs();
   const uint64_t len = std::min(kWarmUpBytes, area_bytes);
   const auto n = static_cast<uint32_t>(std::clamp<uint64_t>(area_bytes / len, 1, kWarmUpRequests));
@@ -584,6 +584,7 @@ int WarmUp(E& e, const Layout& lay, uint64_t area_bytes) {
               static_cast<double>(WallNs() - w0) / 1e6);
   return 0;
 }
+#endif  // FERRY_HAVE_IBVERBS
 
 // ------------------------------------------------------------------ report
 struct PointResult {
