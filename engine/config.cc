@@ -133,6 +133,8 @@ absl::Status CheckQpAndDevice(const EngineConfig& c) {
   if (c.qp_retries > 7) return Bad("qp_retries = %u: a 3-bit field (0..7)", c.qp_retries);
   if (c.qp_rnr_retries > 7)
     return Bad("qp_rnr_retries = %u: a 3-bit field (0..7)", c.qp_rnr_retries);
+  if (c.qp_rd_atomic_max == 0)
+    return Bad("qp_rd_atomic_max = 0: a QP could never issue a READ (1..255)");
   if (c.notify_recv_slots > 0 && c.qp_rnr_retries == 7)
     return Bad(
         "notify_recv_slots = %u needs qp_rnr_retries < 7: a notification to a peer that posts no "

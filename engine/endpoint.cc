@@ -125,7 +125,7 @@ absl::Status Endpoint::ToRtr(const PeerInfo& peer) {
     a.path_mtu = mtu;
     a.dest_qp_num = peer.qpns[i];
     a.rq_psn = peer.psns[i];
-    a.max_dest_rd_atomic = 1;
+    a.max_dest_rd_atomic = params_.rd_atomic_dest;
     a.min_rnr_timer = 12;
     a.ah_attr.dgid = peer.gid;
     a.ah_attr.dlid = peer.lid;
@@ -152,7 +152,10 @@ absl::Status Endpoint::ToRts() {
     a.timeout = params_.timeout_exp;
     a.retry_cnt = params_.retry_cnt;
     a.rnr_retry = params_.rnr_retry;
-    a.max_rd_atomic = 1;
+    // At most what the peer's QPs accept (a responder out of READ
+    // resources answers with a NAK that fails the QP).
+    FERRY_CHECK(peer_.has_value());
+    a.max_rd_atomic = std::max<uint8_t>(1, std::min(params_.rd_atomic_init, peer_->rd_atomic));
     FERRY_RETURN_IF_ERROR(verbs_->ModifyQp(q.qp.get(), a,
                                            hal::kQpState | hal::kQpSqPsn | hal::kQpTimeout |
                                                hal::kQpRetryCnt | hal::kQpRnrRetry |

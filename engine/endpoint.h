@@ -70,6 +70,7 @@ struct PeerInfo {
   hal::Gid gid;
   uint16_t lid = 0;
   hal::Mtu mtu = hal::Mtu::k1024;
+  uint8_t rd_atomic = 1;  // READs its QPs accept in flight (their max_dest_rd_atomic)
   friend bool operator==(const PeerInfo&, const PeerInfo&) = default;
 };
 
@@ -86,6 +87,11 @@ struct QpParams {
   uint8_t timeout_exp = 14;
   uint8_t retry_cnt = 7;
   uint8_t rnr_retry = 7;
+  // READs in flight: accepted as responder (max_dest_rd_atomic, offered to
+  // the peer) and issued as requester (max_rd_atomic, also at most what the
+  // peer offered). Both >= 1 and within the device's limits.
+  uint8_t rd_atomic_dest = 1;
+  uint8_t rd_atomic_init = 1;
 };
 
 struct DataQp {
@@ -169,6 +175,7 @@ class Endpoint {
   std::vector<DataQp>& qps() { return qps_; }
   const std::vector<DataQp>& qps() const { return qps_; }
   uint32_t wr_depth() const { return params_.wr_depth; }
+  uint8_t rd_atomic_dest() const { return params_.rd_atomic_dest; }
   hal::CqHandle cq() const { return params_.cq; }
 
   // Handshake bookkeeping (owner worker only).

@@ -205,13 +205,15 @@ absl::Status ValidateHandshake(const HandshakeMessage& m) {
     const auto mtu = static_cast<uint8_t>(m.mtu);
     if (mtu < 1 || mtu > 5)
       return absl::InvalidArgumentError(absl::StrFormat("handshake: MTU code %d not in 1..5", mtu));
+    if (m.rd_atomic == 0)
+      return absl::InvalidArgumentError("handshake: rd_atomic 0 (a QP must accept one READ)");
   } else {
     if (!m.qps.empty())
       return absl::InvalidArgumentError(
           absl::StrFormat("handshake: %s must not list QPs", HandshakeTypeName(m.type)));
-    if (m.gid != hal::Gid{} || m.lid != 0 || m.mtu != hal::Mtu::k1024)
-      return absl::InvalidArgumentError(
-          absl::StrFormat("handshake: %s must not carry GID/LID/MTU", HandshakeTypeName(m.type)));
+    if (m.gid != hal::Gid{} || m.lid != 0 || m.mtu != hal::Mtu::k1024 || m.rd_atomic != 1)
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "handshake: %s must not carry GID/LID/MTU/rd_atomic", HandshakeTypeName(m.type)));
   }
   if (m.type == HandshakeType::kError) {
     const int code = static_cast<int>(m.error_code);
@@ -280,6 +282,7 @@ absl::StatusOr<std::vector<uint8_t>> EncodeHandshake(const HandshakeMessage& m) 
     for (uint8_t b : m.gid.raw) w.U8(b);
     w.U16(m.lid);
     w.U8(static_cast<uint8_t>(m.mtu));
+    w.U8(m.rd_atomic);
   }
   if (m.type == HandshakeType::kError) {
     w.U16(static_cast<uint16_t>(m.error_code));
@@ -346,6 +349,9 @@ absl::StatusOr<HandshakeMessage> DecodeHandshake(absl::Span<const uint8_t> bytes
     if (mtu < 1 || mtu > 5)
       return absl::InvalidArgumentError(absl::StrFormat("handshake: MTU code %d not in 1..5", mtu));
     m.mtu = static_cast<hal::Mtu>(mtu);
+    FERRY_ASSIGN_OR_RETURN(m.rd_atomic, r.U8("rd_atomic"));
+    if (m.rd_atomic == 0)
+      return absl::InvalidArgumentError("handshake: rd_atomic 0 (a QP must accept one READ)");
   }
   if (m.type == HandshakeType::kError) {
     FERRY_ASSIGN_OR_RETURN(uint16_t code, r.U16("error_code"));

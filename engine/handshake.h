@@ -1,7 +1,7 @@
 // engine/handshake.h: the REQ/REP/RTU/STALE/ERROR handshake messages and
 // their wire codec (docs/design.md section 4, "Identity and handshake"; C8).
 //
-// Wire format, version 1. Every integer is little-endian, written byte by
+// Wire format, version 2. Every integer is little-endian, written byte by
 // byte (never memcpy of a struct), so the encoding is the same on every host:
 //
 //   u32  magic            0x4B534846 ("FHSK" in memory order)
@@ -29,7 +29,13 @@
 //   str  dst_nic          receiver's NIC name (1..kNicNameBytesMax)
 //   u8   qp_count         REQ/REP: 1..kHandshakeQpsMax; others: 0
 //   qp_count x { u32 qpn (24 bit, != 0, distinct), u32 start_psn (24 bit) }
-//   REQ/REP only:  u8[16] gid, u16 lid, u8 mtu (hal::Mtu, 1..5)
+//   REQ/REP only:  u8[16] gid, u16 lid, u8 mtu (hal::Mtu, 1..5),
+//                  u8 rd_atomic (1..255: READs the sender's QPs accept in
+//                  flight, their max_dest_rd_atomic; the receiver issues
+//                  at most that many per QP). Version 1 had no rd_atomic
+//                  and every QP allowed one READ in flight; the two
+//                  versions do not interoperate (each refuses the other's
+//                  version with a clear error)
 //   ERROR only:    u16 code (absl::StatusCode, 1..16), str message
 //                  (0..kErrorMessageBytesMax)
 //   WINREQ only:   u64 window (the range's window id from the descriptor,
@@ -74,7 +80,7 @@
 namespace ferry::engine {
 
 inline constexpr uint32_t kHandshakeMagic = 0x4B534846u;
-inline constexpr uint16_t kHandshakeVersion = 1;
+inline constexpr uint16_t kHandshakeVersion = 2;
 inline constexpr uint32_t kHandshakeQpsMax = 64;  // == kQpsPerEndpointMax
 inline constexpr size_t kNicPathBytesMax = 255;
 inline constexpr size_t kNicNameBytesMax = 64;
@@ -130,6 +136,7 @@ struct HandshakeMessage {
   hal::Gid gid;                                         // REQ/REP only
   uint16_t lid = 0;                                     // REQ/REP only
   hal::Mtu mtu = hal::Mtu::k1024;                       // REQ/REP only
+  uint8_t rd_atomic = 1;                                // REQ/REP only (!= 0)
   absl::StatusCode error_code = absl::StatusCode::kOk;  // ERROR only (!= kOk)
   std::string error_message;                            // ERROR only
   uint64_t window = 0;                                  // WINREQ/WIN only (!= 0)

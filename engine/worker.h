@@ -378,6 +378,7 @@ class Worker {
   // (slot lookup, quota ledger, observer), and retire the endpoint the
   // store evicted to make room.
   void TrackQps(Endpoint* ep);
+  QpParams EndpointQpParams(const Context& c) const;  // from cfg_ and c's device
   void RetireEvicted(std::unique_ptr<Endpoint> victim, bool was_idle, uint64_t now);
   void Accept(Endpoint* ep, const HandshakeMessage& req, const std::string& from);
   // The header of an answer to `m` (REP, RTU, STALE, ERROR): our

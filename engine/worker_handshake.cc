@@ -16,6 +16,25 @@ namespace ferry::engine {
 
 using namespace worker_internal;  // NOLINT(build/namespaces): the worker's own helpers
 
+QpParams Worker::EndpointQpParams(const Context& c) const {
+  QpParams p;
+  p.pd = c.pd();
+  p.cq = c.cq(id_, 0);
+  p.wr_depth = cfg_.wr_depth;
+  p.recv_depth = std::max<uint32_t>(1, cfg_.notify_recv_slots);
+  p.max_inline_data = cfg_.inline_bytes_max;
+  p.port_num = c.port_num();
+  p.sgid_index = static_cast<uint8_t>(c.gid_index());
+  p.local_mtu = c.active_mtu();
+  p.timeout_exp = cfg_.qp_timeout_exp;
+  p.retry_cnt = cfg_.qp_retries;
+  p.rnr_retry = cfg_.qp_rnr_retries;
+  const hal::DeviceAttr& dev = c.device_attr();
+  p.rd_atomic_dest = RdAtomic(cfg_.qp_rd_atomic_max, dev.max_qp_rd_atom);
+  p.rd_atomic_init = RdAtomic(cfg_.qp_rd_atomic_max, dev.max_qp_init_rd_atom);
+  return p;
+}
+
 absl::StatusOr<Endpoint*> Worker::NewEndpoint(const Key& key) {
   Context* c = env_->contexts[key.first];
   // A CQ in error (CQ_ERR) is never polled again and is recreated only
@@ -27,18 +46,7 @@ absl::StatusOr<Endpoint*> Worker::NewEndpoint(const Key& key) {
   }
   uint32_t& gen = last_generation_[key];
   gen = NextGeneration(gen);
-  QpParams p;
-  p.pd = c->pd();
-  p.cq = c->cq(id_, 0);
-  p.wr_depth = cfg_.wr_depth;
-  p.recv_depth = std::max<uint32_t>(1, cfg_.notify_recv_slots);
-  p.max_inline_data = cfg_.inline_bytes_max;
-  p.port_num = c->port_num();
-  p.sgid_index = static_cast<uint8_t>(c->gid_index());
-  p.local_mtu = c->active_mtu();
-  p.timeout_exp = cfg_.qp_timeout_exp;
-  p.retry_cnt = cfg_.qp_retries;
-  p.rnr_retry = cfg_.qp_rnr_retries;
+  const QpParams p = EndpointQpParams(*c);
   std::unique_ptr<Endpoint> leftover;
   auto made = Endpoint::Create(env_->verbs, env_->ledger, env_->entropy, p, cfg_.qps_per_endpoint,
                                key.first, key.second, gen, &next_qp_uid_, &leftover);
@@ -156,6 +164,7 @@ void Worker::AddLocalQps(const Endpoint* ep, HandshakeMessage* m) const {
   m->gid = c->gid();
   m->lid = c->lid();
   m->mtu = c->active_mtu();
+  m->rd_atomic = ep->rd_atomic_dest();
 }
 
 void Worker::SendReq(Endpoint* ep) {

@@ -6,6 +6,7 @@
 #ifndef FERRY_ENGINE_WORKER_INTERNAL_H_
 #define FERRY_ENGINE_WORKER_INTERNAL_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -40,6 +41,12 @@ inline bool NonRetryable(hal::WcStatus s) {
   return s == hal::WcStatus::kRemAccessErr || s == hal::WcStatus::kLocProtErr ||
          s == hal::WcStatus::kRemInvReqErr || s == hal::WcStatus::kLocLenErr;
 }
+// READs in flight a QP is given: the configured bound within the device's
+// limit (a device reporting 0 still gets 1, what verbs needs for any READ).
+inline uint8_t RdAtomic(uint8_t configured, uint32_t device_max) {
+  return static_cast<uint8_t>(
+      std::clamp<uint32_t>(std::min<uint32_t>(configured, device_max), 1, 255));
+}
 inline PeerInfo PeerFrom(const HandshakeMessage& m) {
   PeerInfo p;
   p.incarnation = m.incarnation;
@@ -51,6 +58,7 @@ inline PeerInfo PeerFrom(const HandshakeMessage& m) {
   p.gid = m.gid;
   p.lid = m.lid;
   p.mtu = m.mtu;
+  p.rd_atomic = m.rd_atomic;
   return p;
 }
 

@@ -185,7 +185,11 @@ struct DeviceAttr {
   uint32_t max_mr = 0;
   uint32_t max_pd = 0;
   uint64_t max_mr_size = 0;
+  // READs (and atomics) a QP may have in flight: as responder
+  // (max_dest_rd_atomic <= max_qp_rd_atom) and as requester
+  // (max_rd_atomic <= max_qp_init_rd_atom); ibv_modify_qp refuses more.
   uint32_t max_qp_rd_atom = 0;
+  uint32_t max_qp_init_rd_atom = 0;
   uint8_t phys_port_cnt = 0;
   uint32_t max_mw = 0;
   // device_cap_flags has IBV_DEVICE_MEM_WINDOW_TYPE_2A or _2B: type 2 memory

@@ -137,6 +137,7 @@ void Usage(std::FILE* to) {
                "         [--wr_depth N] [--slice_kib N] [--task_timeout_ms N]\n"
                "       real mode: --role target|initiator --listen HOST:PORT --device NAME\n"
                "         [--gid_index N (default: auto)] [--timeout_exp N (QP ACK timeout)]\n"
+               "         [--rd_atomic N (READs in flight per QP, qp_rd_atomic_max, 1..255)]\n"
                "         [--poll_us N (user threads sleep N us between status polls;\n"
                "          default 0: they block in WaitBatch until the engine publishes)]\n"
                "         [--peer HOST:PORT (initiator)] [--serve_s N (target)]\n"
@@ -218,6 +219,8 @@ std::optional<Options> Parse(int argc, char** argv) {
       o.config.slice_timeout_ns = n * 1'000'000;
     } else if (a == "--timeout_exp" && num) {
       o.config.qp_timeout_exp = static_cast<uint8_t>(n);
+    } else if (a == "--rd_atomic" && num && n >= 1 && n <= 255) {
+      o.config.qp_rd_atomic_max = static_cast<uint8_t>(n);
     } else if (a == "--owner_poll" && (v == "blocking" || v == "adaptive" || v == "busy")) {
       o.owner_poll = v;
       o.config.owner_poll_mode = v == "blocking"   ? OwnerPollMode::kBlocking

@@ -270,6 +270,7 @@ DeviceAttr ToDeviceAttr(const ibv_device_attr& a) {
   out.max_pd = NonNeg(a.max_pd);
   out.max_mr_size = a.max_mr_size;
   out.max_qp_rd_atom = NonNeg(a.max_qp_rd_atom);
+  out.max_qp_init_rd_atom = NonNeg(a.max_qp_init_rd_atom);
   out.phys_port_cnt = a.phys_port_cnt;
   out.max_mw = NonNeg(a.max_mw);
   out.mw_type2 =

@@ -180,6 +180,13 @@ struct FERRY_EXPORT EngineConfig {
   // posts no receive WRs ends in RNR_RETRY_EXC_ERR (FAILED), never waits
   // forever.
   uint8_t qp_rnr_retries = 7;
+  // READs one QP may have in flight (1..255; verbs max_rd_atomic, and the
+  // max_dest_rd_atomic it offers its peer). Each endpoint uses the least of
+  // this, its device's limits and what the peer offered in the handshake.
+  // At 1, every READ on a QP (and every WRITE posted behind it) waits a
+  // round trip for the READ before it; perftest uses the device's limit,
+  // Mooncake TENT 16.
+  uint8_t qp_rd_atomic_max = 16;
 
   // ------------------------------------------------------------- security
   AuthConfig auth;

@@ -44,6 +44,7 @@ hal::DeviceAttr ProfileLimits(RnicProfile p) {
     a.max_pd = 16777216;
     a.max_mr_size = ~uint64_t{0};
     a.max_qp_rd_atom = 16;
+    a.max_qp_init_rd_atom = 16;
     a.max_mw = 16777216;
   } else {
     a.max_qp = 65536;
@@ -55,7 +56,8 @@ hal::DeviceAttr ProfileLimits(RnicProfile p) {
     a.max_pd = 65536;
     a.max_mr_size = ~uint64_t{0};
     a.max_qp_rd_atom = 128;
-    a.max_mw = 524287;  // ibv_devinfo -v on rxe, kernel 6.1
+    a.max_qp_init_rd_atom = 128;  // rxe_param.h: both RXE_MAX_QP_*RD_ATOM
+    a.max_mw = 524287;            // ibv_devinfo -v on rxe, kernel 6.1
   }
   a.phys_port_cnt = 1;
   a.mw_type2 = true;  // ConnectX: type 2B; rxe: MEM_WINDOW_TYPE_2B (measured)
@@ -916,8 +918,9 @@ std::vector<std::string> Fabric::LiveObjects() const {
     const Qp& q = *qps_[i];
     if (q.alive) {
       out.push_back(absl::StrCat("qp ", i + 1, " ", where(q.ctx), " qpn=", q.qpn,
-                                 " state=", AV(hal::QpStateName(q.attr.qp_state)),
-                                 " outstanding=", q.post_seq - q.done_seq));
+                                 " state=", AV(hal::QpStateName(q.attr.qp_state)), " outstanding=",
+                                 q.post_seq - q.done_seq, " rd_atomic=", q.attr.max_rd_atomic, "/",
+                                 q.attr.max_dest_rd_atomic));
     }
   }
   return out;

@@ -258,7 +258,8 @@ class Fabric final : public Actor {
   uint32_t BoundMwsOnQpn(uint32_t host, std::string_view device, uint32_t qpn) const;
   uint64_t LiveCount(ObjectKind k) const { return live_[static_cast<size_t>(k)]; }
   uint64_t CreatedCount(ObjectKind k) const { return created_[static_cast<size_t>(k)]; }
-  // One line per live object: "qp h0/sim0 qpn=17 state=RTS outstanding=3".
+  // One line per live object, e.g. "qp 3 h0/sim0 qpn=17 state=RTS
+  // outstanding=3 rd_atomic=16/16" (max_rd_atomic/max_dest_rd_atomic).
   std::vector<std::string> LiveObjects() const;
   // QP state and outstanding WRs as the RNIC sees them (for tests/oracle).
   absl::StatusOr<hal::QpState> TrueStateOf(hal::QpHandle qp) const;

@@ -247,7 +247,10 @@ absl::Status Fabric::CheckModifyAttrs(QpState cur, QpState next, const hal::QpAt
       (static_cast<uint8_t>(attr.path_mtu) < 1 || static_cast<uint8_t>(attr.path_mtu) > 5)) {
     return Errno("ibv_modify_qp", EINVAL);
   }
-  if ((mask & hal::kQpMaxQpRdAtomic) != 0 && attr.max_rd_atomic > limits_.max_qp_rd_atom) {
+  if ((mask & hal::kQpMaxQpRdAtomic) != 0 && attr.max_rd_atomic > limits_.max_qp_init_rd_atom) {
+    return Errno("ibv_modify_qp", EINVAL);
+  }
+  if ((mask & hal::kQpMaxDestRdAtomic) != 0 && attr.max_dest_rd_atomic > limits_.max_qp_rd_atom) {
     return Errno("ibv_modify_qp", EINVAL);
   }
   return absl::OkStatus();

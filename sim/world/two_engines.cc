@@ -136,6 +136,7 @@ TwoEngines::TwoEngines(uint64_t seed, sim::NetPlan plan, const base::Mutations& 
       mutations_(mutations),
       config_(config),
       host_auth_(options.host_auth),
+      host_rd_atomic_max_(options.host_rd_atomic_max),
       host_memory_(options.host_memory),
       net_plan_(plan),
       devices_per_host_(options.devices_per_host),
@@ -217,6 +218,8 @@ absl::Status TwoEngines::Start(uint32_t h) {
     EngineEnv env{hs.proc_verbs.get(), hs.net.get(), &clock_, hs.entropy.get()};
     EngineConfig cfg = config_;
     if (auto a = host_auth_.find(h); a != host_auth_.end()) cfg.auth = a->second;
+    if (auto r = host_rd_atomic_max_.find(h); r != host_rd_atomic_max_.end())
+      cfg.qp_rd_atomic_max = r->second;
     auto e = engine::SteppedEngine::Create(cfg, env, &mutations_,
                                            observe_engines_ ? hs.obs.get() : nullptr);
     if (!e.ok()) {

@@ -173,6 +173,9 @@ struct WorldOptions {
   // buffer is registered (docs/security.md; the security scenarios).
   std::map<uint32_t, AuthConfig> host_auth;
   std::map<uint32_t, MemoryOptions> host_memory;
+  // Per host: its engine's qp_rd_atomic_max (peers that offer different
+  // READ depths; tests/engine/sim/qp_attr_scenarios_test.cc).
+  std::map<uint32_t, uint8_t> host_rd_atomic_max;
   // Host h's control address is "<host_prefix><h>:1000" ("h0:1000"...); a
   // longer prefix gives peer paths past std::string's inline size.
   std::string host_prefix = "h";
@@ -385,6 +388,7 @@ class TwoEngines {
   base::Mutations mutations_;
   EngineConfig config_;
   std::map<uint32_t, AuthConfig> host_auth_;
+  std::map<uint32_t, uint8_t> host_rd_atomic_max_;
   std::map<uint32_t, MemoryOptions> host_memory_;
   sim::NetPlan net_plan_;
   uint32_t devices_per_host_ = 1;

@@ -87,6 +87,7 @@ TEST(EngineConfig, RejectsEveryBrokenInvariant) {
        "destroy_backoff_ns_min"},
       {"retry_cnt 8", [](EngineConfig& c) { c.qp_retries = 8; }, "qp_retries"},
       {"rnr_retry 8", [](EngineConfig& c) { c.qp_rnr_retries = 8; }, "qp_rnr_retries"},
+      {"rd_atomic 0", [](EngineConfig& c) { c.qp_rd_atomic_max = 0; }, "qp_rd_atomic_max"},
       {"port 0", [](EngineConfig& c) { c.port_num = 0; }, "port_num"},
       {"gid index -2", [](EngineConfig& c) { c.gid_index = -2; }, "gid_index"},
       {"empty device name",

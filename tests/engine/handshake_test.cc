@@ -25,6 +25,7 @@ HandshakeMessage Req() {
   for (int i = 0; i < 16; ++i) m.gid.raw[i] = static_cast<uint8_t>(0xf0 + i);
   m.lid = 0x1234;
   m.mtu = hal::Mtu::k4096;
+  m.rd_atomic = 16;
   return m;
 }
 
@@ -94,17 +95,19 @@ TEST(Handshake, EveryTypeRoundTrips) {
 
 TEST(Handshake, LayoutIsLittleEndianAndFixed) {
   const std::vector<uint8_t> b = Enc(Req());
-  // magic "FHSK", version 1, type REQ, flags 0
+  // magic "FHSK", version 2, type REQ, flags 0
   EXPECT_EQ((std::vector<uint8_t>(b.begin(), b.begin() + 8)),
-            (std::vector<uint8_t>{'F', 'H', 'S', 'K', 1, 0, 1, 0}));
+            (std::vector<uint8_t>{'F', 'H', 'S', 'K', 2, 0, 1, 0}));
   EXPECT_EQ(b[kOffIncarnation], 0x88);
   EXPECT_EQ(b[kOffIncarnation + 7], 0x11);
   EXPECT_EQ(b[kOffSrcLen], Req().src_nic_path.size());
   EXPECT_EQ(b[kOffSrcLen + 1], 0);
   // 40 header + 2+20 src + 2+6 dst + 1 count + 2*8 QPs + 16 gid + 2 lid + 1 mtu
-  EXPECT_EQ(b.size(), 40u + 22 + 8 + 1 + 16 + 16 + 2 + 1);
-  EXPECT_EQ(b[b.size() - 1], 5);     // MTU 4096
-  EXPECT_EQ(b[b.size() - 3], 0x34);  // LID low byte first
+  // + 1 rd_atomic
+  EXPECT_EQ(b.size(), 40u + 22 + 8 + 1 + 16 + 16 + 2 + 1 + 1);
+  EXPECT_EQ(b[b.size() - 1], 16);    // rd_atomic
+  EXPECT_EQ(b[b.size() - 2], 5);     // MTU 4096
+  EXPECT_EQ(b[b.size() - 4], 0x34);  // LID low byte first
 }
 
 TEST(Handshake, MaximalMessageFitsTheBound) {
@@ -148,10 +151,26 @@ TEST(HandshakeDecode, RejectsBadMagic) {
 
 TEST(HandshakeDecode, RejectsOtherVersions) {
   std::vector<uint8_t> b = Enc(Req());
-  b[kOffVersion] = 2;
-  ExpectRejected(b, absl::StatusCode::kUnimplemented, "version 2");
+  b[kOffVersion] = 1;  // before rd_atomic (one READ in flight per QP)
+  ExpectRejected(b, absl::StatusCode::kUnimplemented, "version 1 not supported");
+  b[kOffVersion] = 3;
+  ExpectRejected(b, absl::StatusCode::kUnimplemented, "version 3");
   b[kOffVersion] = 0;
   ExpectRejected(b, absl::StatusCode::kUnimplemented, "version 0");
+}
+
+TEST(HandshakeDecode, RejectsRdAtomicZeroAndOnMessagesWithoutBody) {
+  std::vector<uint8_t> b = Enc(Req());
+  b.back() = 0;
+  ExpectRejected(b, absl::StatusCode::kInvalidArgument, "rd_atomic 0");
+  HandshakeMessage m = Req();
+  m.rd_atomic = 0;
+  EXPECT_FALSE(EncodeHandshake(m).ok());
+  m = Reply(HandshakeType::kRtu);
+  m.rd_atomic = 4;
+  auto e = EncodeHandshake(m);
+  ASSERT_FALSE(e.ok());
+  EXPECT_THAT(std::string(e.status().message()), HasSubstr("must not carry GID/LID/MTU/rd_atomic"));
 }
 
 TEST(HandshakeDecode, RejectsUnknownTypeAndFlags) {
@@ -245,9 +264,10 @@ TEST(HandshakeDecode, RejectsBadQpFields) {
 
 TEST(HandshakeDecode, RejectsBadMtu) {
   std::vector<uint8_t> b = Enc(Req());
-  b.back() = 0;
+  const size_t mtu_at = b.size() - 2;  // rd_atomic follows it
+  b[mtu_at] = 0;
   ExpectRejected(b, absl::StatusCode::kInvalidArgument, "MTU code 0");
-  b.back() = 6;
+  b[mtu_at] = 6;
   ExpectRejected(b, absl::StatusCode::kInvalidArgument, "MTU code 6");
 }
 

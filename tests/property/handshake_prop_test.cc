@@ -61,6 +61,7 @@ HandshakeMessage GenValidMessage() {
     for (uint8_t& b : m.gid.raw) b = *rc::gen::arbitrary<uint8_t>();
     m.lid = *rc::gen::arbitrary<uint16_t>();
     m.mtu = static_cast<hal::Mtu>(*rc::gen::inRange<uint8_t>(1, 6));
+    m.rd_atomic = *rc::gen::inRange<uint16_t>(1, 256);
   }
   if (m.type == HandshakeType::kError) {
     m.error_code = static_cast<absl::StatusCode>(*rc::gen::inRange<int>(1, 17));

@@ -87,6 +87,45 @@ TEST_P(Rnic, StateTableIllegalTransitionOrMaskChangesNothing) {
   EXPECT_EQ(StateOf(w.va(), qp.qp), QpState::kInit);
 }
 
+TEST_P(Rnic, ReadDepthsAboveTheDeviceLimitsAreRefused) {
+  // ibv_modify_qp: max_dest_rd_atomic <= max_qp_rd_atom (RTR) and
+  // max_rd_atomic <= max_qp_init_rd_atom (RTS), else EINVAL and the QP
+  // stays where it was (rxe_qp_chk_attr; both 128 on rxe, 16 on mlx5).
+  World w(Cfg());
+  const hal::DeviceAttr dev = *w.va().QueryDevice(w.a().ctx);
+  ASSERT_GE(dev.max_qp_rd_atom, 16u);
+  ASSERT_LT(dev.max_qp_init_rd_atom, 255u);
+  auto qp = w.MakeQp(w.a());
+  auto peer = w.MakeQp(w.b());
+  ASSERT_TRUE(World::ToInit(w.a(), qp.qp).ok());
+  hal::QpAttr a;
+  a.qp_state = QpState::kRtr;
+  a.path_mtu = hal::Mtu::k1024;
+  a.dest_qp_num = peer.qp_num;
+  a.min_rnr_timer = 12;
+  a.ah_attr.dgid = *w.vb().QueryGid(w.b().ctx, 1, 0);
+  const uint32_t rtr = hal::kQpState | hal::kQpAv | hal::kQpPathMtu | hal::kQpDestQpn |
+                       hal::kQpRqPsn | hal::kQpMaxDestRdAtomic | hal::kQpMinRnrTimer;
+  a.max_dest_rd_atomic = static_cast<uint8_t>(dev.max_qp_rd_atom + 1);
+  EXPECT_EQ(w.va().ModifyQp(qp.qp, a, rtr).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(StateOf(w.va(), qp.qp), QpState::kInit);
+  a.max_dest_rd_atomic = static_cast<uint8_t>(dev.max_qp_rd_atom);
+  ASSERT_TRUE(w.va().ModifyQp(qp.qp, a, rtr).ok());
+  hal::QpAttr r;
+  r.qp_state = QpState::kRts;
+  r.timeout = 14;
+  r.retry_cnt = 7;
+  r.rnr_retry = 7;
+  const uint32_t rts = hal::kQpState | hal::kQpSqPsn | hal::kQpTimeout | hal::kQpRetryCnt |
+                       hal::kQpRnrRetry | hal::kQpMaxQpRdAtomic;
+  r.max_rd_atomic = static_cast<uint8_t>(dev.max_qp_init_rd_atom + 1);
+  EXPECT_EQ(w.va().ModifyQp(qp.qp, r, rts).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(StateOf(w.va(), qp.qp), QpState::kRtr);
+  r.max_rd_atomic = static_cast<uint8_t>(dev.max_qp_init_rd_atom);
+  ASSERT_TRUE(w.va().ModifyQp(qp.qp, r, rts).ok());
+  EXPECT_EQ(StateOf(w.va(), qp.qp), QpState::kRts);
+}
+
 TEST_P(Rnic, StateTableRejectsResetToErr) {
   // The kernel's core table has no RESET->ERR entry (EINVAL on rxe, 6.1).
   World w(Cfg());
