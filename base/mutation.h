@@ -129,6 +129,7 @@ enum class Mutation : uint32_t {
   kEngineNotifyRecvNoQuota,         // engine: receive WRs are posted without CQ quota (N4)
   kSimInlineReadsLate,              // sim: an inline WR's bytes are read from the caller's
                                     // buffer when sent, not copied at post_send
+  kSimReadDepthUnbounded,           // sim: the requester sends READs past max_rd_atomic
   kCount,
 };
 
@@ -299,6 +300,8 @@ inline std::string_view MutationName(Mutation m) {
       return "engine_notify_recv_no_quota";
     case Mutation::kSimInlineReadsLate:
       return "sim_inline_reads_late";
+    case Mutation::kSimReadDepthUnbounded:
+      return "sim_read_depth_unbounded";
     case Mutation::kCount:
       break;
   }

@@ -154,9 +154,10 @@ struct FabricStats {
   // delivered and acknowledged); tests assert it.
   uint64_t timeouts_without_loss = 0;
   uint64_t events = 0;
-  uint64_t qpns_reused = 0;                    // QPs created with the number of a destroyed one
-  uint64_t rnr_naks = 0;                       // RNR NAKs sent by responders
-  uint64_t recv_cqes = 0;                      // receive completions emitted (flushes included)
+  uint64_t qpns_reused = 0;       // QPs created with the number of a destroyed one
+  uint64_t rnr_naks = 0;          // RNR NAKs sent by responders
+  uint64_t read_depth_waits = 0;  // a READ held back: max_rd_atomic READs outstanding (Kick)
+  uint64_t recv_cqes = 0;         // receive completions emitted (flushes included)
   std::array<uint64_t, kFaultKinds> faults{};  // injected, per kind
 };
 
@@ -485,6 +486,10 @@ class Fabric final : public Actor {
     uint64_t len = 0;
     uint64_t vpsn_first = 0;
     uint32_t npkts = 0;
+    // READ WRs posted on the QP before this one (Qp::reads_posted then):
+    // the READs in [a, b) of the send queue are reads_before(b) -
+    // reads_before(a), whatever path moved a or b (ReadsInFlight).
+    uint64_t reads_before = 0;
     bool signaled = false;
     bool started = false;
     // A local operation (kBindMw, kLocalInv): its result, set when the
@@ -511,6 +516,7 @@ class Fabric final : public Actor {
     hal::QpAttr attr;
     std::vector<Wr> sq;  // ring of cap.max_send_wr (at least 1)
     uint64_t post_seq = 0, done_seq = 0, free_seq = 0, send_seq = 0;
+    uint64_t reads_posted = 0;  // READ WRs ever posted (Wr::reads_before)
     uint64_t next_vpsn = 0, sent_vpsn = 0, ack_vpsn = 0;
     uint32_t psn_base = 0;      // wire psn = (psn_base + vpsn) & 0xffffff
     uint64_t sent_vpsn_hi = 0;  // 1 + the highest vpsn ever sent: responses past it are invalid
@@ -532,9 +538,9 @@ class Fabric final : public Actor {
     // READs executed. A duplicate READ is re-executed only if it falls in
     // one (rxe's find_resource; else it is dropped, IBA class D). Real
     // RNICs keep max_dest_rd_atomic of them and the requester never has
-    // more READs outstanding (max_rd_atomic); the sim does not throttle
-    // the requester, so it keeps enough for any send queue it allows
-    // (docs/simulator.md, divergences). Allocated at the first READ.
+    // more READs outstanding (max_rd_atomic, which the sim's requester
+    // honours too: Kick); the sim keeps more than any max_rd_atomic
+    // (<= 255) needs. Allocated at the first READ.
     static constexpr uint32_t kReadResources = 1024;
     struct ReadResource {
       uint32_t first_psn = 0, npkts = 0;
@@ -685,6 +691,10 @@ class Fabric final : public Actor {
   void RaiseAsync(uint32_t ctx, hal::AsyncEventType type, uint32_t qp, uint32_t cq, uint8_t port);
   void RaiseDeviceAsync(uint32_t dev, hal::AsyncEventType type);
   void Kick(uint32_t qi);
+  // READs sent and not completed: those in [done_seq, send_seq). Kick
+  // sends no READ past max_rd_atomic of them (a READ's completion kicks
+  // the QP again: OnReadResp).
+  static uint64_t ReadsInFlight(const Qp& q);
   void SendReq(uint32_t qi, Qp& q, Wr& w, uint64_t vpsn);
   bool StartWr(uint32_t qi, Qp& q, Wr& w);
   void OnReq(const Event& e);

@@ -112,7 +112,11 @@ void Fabric::OnReadResp(uint32_t qi, Qp& q, uint64_t vpsn) {
   }
   ++q.ack_vpsn;
   NoteProgress(q);
-  if (q.ack_vpsn == w.vpsn_first + w.npkts) CompleteHead(qi, q);
+  if (q.ack_vpsn == w.vpsn_first + w.npkts) {
+    CompleteHead(qi, q);
+    // A READ slot is free again: what waited for it goes now.
+    if (q.send_seq < q.post_seq) Kick(qi);
+  }
 }
 
 void Fabric::OnResp(const Event& e) {

@@ -231,6 +231,8 @@ void Fabric::EnqueueWr(uint32_t qi, Qp& q, const hal::SendWr& wr, uint64_t len, 
                 : static_cast<uint32_t>(std::max<uint64_t>(1, (len + mtu - 1) / mtu));
   w.vpsn_first = q.next_vpsn;
   q.next_vpsn += w.npkts;
+  w.reads_before = q.reads_posted;
+  if (wr.opcode == hal::Opcode::kRdmaRead) ++q.reads_posted;
   w.signaled = q.sq_sig_all || (wr.send_flags & hal::kSendSignaled) != 0;
   w.started = false;
   w.local_status = WcStatus::kSuccess;
@@ -283,6 +285,14 @@ bool Fabric::StartWr(uint32_t qi, Qp& q, Wr& w) {
   return true;
 }
 
+uint64_t Fabric::ReadsInFlight(const Qp& q) {
+  const auto before = [&q](uint64_t seq) {
+    return seq == q.post_seq ? q.reads_posted : q.sq[seq % q.sq.size()].reads_before;
+  };
+  FERRY_CHECK_LE(q.done_seq, q.send_seq);
+  return before(q.send_seq) - before(q.done_seq);
+}
+
 void Fabric::Kick(uint32_t qi) {
   Qp& q = *qps_[qi];
   if (!q.alive || q.attr.qp_state != QpState::kRts || q.hung || q.rnr_wait) return;
@@ -300,6 +310,15 @@ void Fabric::Kick(uint32_t qi) {
       if (w.local_status != WcStatus::kSuccess) break;  // the requester stops there
       ++q.send_seq;
       continue;
+    }
+    // The requester has at most max_rd_atomic READs outstanding (in order:
+    // what is posted behind a waiting READ waits too). Test-only: the sim
+    // before it honoured max_rd_atomic.
+    if (w.wr.opcode == hal::Opcode::kRdmaRead && q.sent_vpsn <= w.vpsn_first &&
+        ReadsInFlight(q) >= std::max<uint64_t>(1, q.attr.max_rd_atomic) &&
+        !config_.mutations.on(base::Mutation::kSimReadDepthUnbounded)) {
+      ++stats_.read_depth_waits;
+      break;
     }
     if (!w.started && !StartWr(qi, q, w)) return;
     const uint64_t end = w.vpsn_first + w.npkts;

@@ -41,7 +41,7 @@ constexpr std::array<std::string_view, 42> kLifecycleProbes = {
     "req_other_target", "ctx_up_in_place", "ctx_reenable_failed",
 };
 
-constexpr std::array<std::string_view, 24> kCounterProbes = {
+constexpr std::array<std::string_view, 25> kCounterProbes = {
     "w.stale_cqes",
     "w.zombie_escalations",
     "w.cq_recreated",
@@ -58,7 +58,8 @@ constexpr std::array<std::string_view, 24> kCounterProbes = {
     "rnic.retransmits",
     "rnic.retries_suppressed",  // a NAK or implied NAK while a retry was under way
     "rnic.packets_dropped",
-    "rnic.qpns_reused",  // a QP created with the number of a destroyed one
+    "rnic.qpns_reused",       // a QP created with the number of a destroyed one
+    "rnic.read_depth_waits",  // a READ waited: max_rd_atomic READs outstanding on its QP
     "world.start_attempts_failed",
     "world.restarts",
     "world.device_events",
@@ -357,6 +358,7 @@ void CollectReport(TwoEngines& w, const SwarmPlan& plan, size_t trace_record_max
   r.probes["rnic.retries_suppressed"] += fs.retries_suppressed;
   r.probes["rnic.packets_dropped"] += fs.packets_dropped;
   r.probes["rnic.qpns_reused"] += fs.qpns_reused;
+  r.probes["rnic.read_depth_waits"] += fs.read_depth_waits;
   r.probes["world.start_attempts_failed"] += wc.start_attempts_failed;
   r.probes["world.restarts"] += wc.restarts;
   r.probes["world.device_events"] += wc.device_events;

@@ -137,6 +137,13 @@ struct SwarmOptions {
   // before windows existed, so the named regressions found then replay
   // the runs they were found in (ferry-sim: --windows off).
   bool windows = true;
+  // READ depth (part of the replay key): true uses the qp_rd_atomic_max
+  // the random profile's shape draws (1, 2 or 16); false here keeps the
+  // default 16, which no QP of a swarm world (wr_depth <= 16) exceeds, so
+  // the named regressions, found before the sim honoured max_rd_atomic,
+  // replay the runs they were found in; ferry-sim sweeps with true unless
+  // told --read-depth off.
+  bool read_depth = false;
   // Notifications (part of the replay key; ferry-sim --notify on): the
   // engines post receive WRs (notify_recv_slots 2, rnr retries 3) and
   // every Submit of a new batch carries a notification to its peer, each

@@ -111,6 +111,7 @@ class Run {
       for (uint32_t h = 0; h < shape_.hosts; ++h) wo.host_memory[h] = m;
     }
     EngineConfig config = shape_.Config();
+    if (!o_.read_depth) config.qp_rd_atomic_max = EngineConfig{}.qp_rd_atomic_max;
     if (o_.notify) EnableNotify(&config);
     w_ = std::make_unique<TwoEngines>(seed_, plan_.world.net, o_.mutations, config, fc, wo);
     Verdict(Body());

@@ -63,6 +63,7 @@ EngineConfig WorldShape::Config() const {
   c.batch_capacity_max = std::max<uint32_t>(64, batch_max);
   c.rail_cooldown_ns = rail_cooldown_ns;
   c.rail_cooldown_ns_max = rail_cooldown_ns_max;
+  c.qp_rd_atomic_max = rd_atomic;
   return c;
 }
 
@@ -122,7 +123,8 @@ WorldShape DrawShape(uint64_t seed) {
   s.cancel = Pick<sim::Ratio, 3>(p, {sim::kNever, sim::Ratio{1, 16}, sim::Ratio{1, 4}});
   s.c8_probe = Pick<sim::Ratio, 2>(p, {sim::kNever, sim::Ratio{1, 32}});
   s.poison_on_reuse = p.Below(2) == 1;
-  s.revocable = p.Below(2) == 1;  // drawn last: the earlier draws stay as they were
+  s.revocable = p.Below(2) == 1;  // drawn after the rest: the earlier draws stay as they were
+  s.rd_atomic = Pick<uint8_t, 3>(p, {1, 2, 16});  // drawn last, for the same reason
   FERRY_CHECK(s.Config().Validate().ok());
   return s;
 }
@@ -144,7 +146,8 @@ std::string WorldShape::ToString() const {
                   " B, batches <= ", batch_max, ", ", peers_per_host, " peers/host, cancel ",
                   RatioText(cancel), ", c8 probes ", RatioText(c8_probe), ", poison on reuse ",
                   poison_on_reuse ? "on" : "off", ", buffer ", BufBytes(), " B/host",
-                  revocable ? ", revocable (memory windows)" : "", "\n");
+                  revocable ? ", revocable (memory windows)" : "",
+                  ", READs in flight per QP <= ", rd_atomic, "\n");
   return out;
 }
 

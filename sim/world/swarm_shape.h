@@ -67,6 +67,9 @@ struct WorldShape {
   // Every host's buffer is registered revocable (MemoryOptions::revocable):
   // peers reach it through memory windows (docs/security.md section 6).
   bool revocable = false;
+  // READs in flight per QP (EngineConfig::qp_rd_atomic_max; the sim's
+  // requester holds a READ back past it): 1, 2 or the default 16.
+  uint8_t rd_atomic = 16;
 
   // The engine config of this shape (from ScenarioConfig()).
   EngineConfig Config() const;

@@ -99,6 +99,7 @@ simworld::SwarmOptions OptionsOf(const Args& a) {
   o.steps_max = a.steps_max;
   o.wake = a.wake;
   o.windows = a.windows;
+  o.read_depth = a.read_depth;
   o.notify = a.notify;
   return o;
 }
@@ -118,6 +119,7 @@ std::string ReplayCommand(const char* argv0, const Args& a, uint64_t seed) {
   if (a.mode == Mode::kDeterminism) absl::StrAppend(&cmd, " --mode determinism");
   absl::StrAppend(&cmd, " --trace");
   if (!a.windows) absl::StrAppend(&cmd, " --windows off");
+  if (!a.read_depth) absl::StrAppend(&cmd, " --read-depth off");
   if (a.notify) absl::StrAppend(&cmd, " --notify on");
   return cmd;
 }

@@ -62,6 +62,9 @@ struct Args {
   // --windows off: buffers never revocable (replays a seed found before
   // memory windows).
   bool windows = true;
+  // --read-depth off: qp_rd_atomic_max 16 in every world (replays a seed
+  // found before the simulated RNIC honoured max_rd_atomic).
+  bool read_depth = true;
   // --notify on: every new batch carries a notification (SwarmOptions::notify).
   bool notify = false;
   uint32_t jobs = 1;

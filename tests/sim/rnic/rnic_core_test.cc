@@ -406,6 +406,43 @@ TEST_P(Rnic, PortSerializationIsSharedAcrossQpsAndCoversReadResponses) {
   EXPECT_EQ(w.fabric().stats().retransmits, 0u);
 }
 
+TEST_P(Rnic, RequesterKeepsAtMostMaxRdAtomicReadsInFlight) {
+  // The requester sends a READ only while fewer than max_rd_atomic READs
+  // are outstanding on its QP (verbs max_rd_atomic; rxe_req.c counts them
+  // in qp->req.rd_atomic): at 1,
+  // four READs take four round trips; at 4, about one.
+  FabricConfig cfg = Cfg();
+  cfg.link_jitter_ns = 0;
+  const uint64_t rtt_ns = 2 * cfg.link_latency_ns;
+  uint64_t elapsed_ns[2] = {0, 0};
+  uint64_t waits[2] = {0, 0};
+  const uint8_t depths[2] = {1, 4};
+  for (int k = 0; k < 2; ++k) {
+    World w(cfg);
+    w.set_rd_atomic(depths[k]);
+    auto p = w.Connect();
+    std::vector<hal::SendWr> chain;
+    for (uint32_t i = 0; i < 4; ++i) chain.push_back(w.Read(10 + i, 64 * i, 64 * i, 64));
+    const uint64_t t0 = w.clock().NowNs();
+    ASSERT_TRUE(w.va().PostSend(p.a.qp, chain).status.ok());
+    auto wcs = w.PollN(w.a(), 4);
+    ASSERT_EQ(wcs.size(), 4u);
+    for (uint32_t i = 0; i < 4; ++i) {
+      EXPECT_EQ(wcs[i].status, WcStatus::kSuccess);
+      EXPECT_EQ(wcs[i].wr_id, 10 + i);  // in order, whatever the depth
+    }
+    EXPECT_EQ(0, std::memcmp(w.a().buf.data(), w.b().buf.data(), 256));
+    elapsed_ns[k] = w.clock().NowNs() - t0;
+    waits[k] = w.fabric().stats().read_depth_waits;
+  }
+  EXPECT_GE(elapsed_ns[0], 4 * rtt_ns) << "4 READs at max_rd_atomic 1 took " << elapsed_ns[0]
+                                       << " ns: the requester had more than one READ in flight";
+  EXPECT_GT(waits[0], 0u);
+  EXPECT_LT(elapsed_ns[1], 2 * rtt_ns)
+      << "4 READs at max_rd_atomic 4 took " << elapsed_ns[1] << " ns: they did not go out together";
+  EXPECT_EQ(waits[1], 0u);
+}
+
 // ---------------------------------------------------------------- responder
 
 TEST_P(Rnic, ResponderInInitDropsSilently) {

@@ -126,9 +126,10 @@ class World {
                              hal::kQpRqPsn | hal::kQpMaxDestRdAtomic | hal::kQpMinRnrTimer);
   }
   static absl::Status ToRts(Side& s, hal::QpHandle qp, uint32_t sq_psn, uint8_t timeout = 14,
-                            uint8_t retry = 7, uint8_t rnr_retry = 7) {
+                            uint8_t retry = 7, uint8_t rnr_retry = 7, uint8_t rd_atomic = 1) {
     hal::QpAttr a;
     a.qp_state = hal::QpState::kRts;
+    a.max_rd_atomic = rd_atomic;
     a.rnr_retry = rnr_retry;
     a.sq_psn = sq_psn;
     a.timeout = timeout;
@@ -148,7 +149,7 @@ class World {
     FERRY_CHECK(ToInit(a(), p.a.qp).ok());
     FERRY_CHECK(ToInit(b(), p.b.qp).ok());
     FERRY_CHECK(ToRtr(a(), p.a.qp, b(), p.b.qp_num, 0x500).ok());
-    FERRY_CHECK(ToRts(a(), p.a.qp, 0x100, timeout, retry).ok());
+    FERRY_CHECK(ToRts(a(), p.a.qp, 0x100, timeout, retry, 7, rd_atomic_).ok());
     if (!b_stays_in_init) {
       FERRY_CHECK(ToRtr(b(), p.b.qp, a(), p.a.qp_num, 0x100).ok());
       FERRY_CHECK(ToRts(b(), p.b.qp, 0x500, timeout, retry).ok());
@@ -192,6 +193,9 @@ class World {
     return w;
   }
 
+  // max_rd_atomic of the QPs Connect makes on host 0 (1 unless set).
+  void set_rd_atomic(uint8_t n) { rd_atomic_ = n; }
+
   // Polls `s`'s CQ until `n` CQEs arrived or `budget_ns` of virtual time passed.
   std::vector<hal::WorkCompletion> PollN(Side& s, size_t n, uint64_t budget_ns = 2'000'000'000,
                                          hal::CqHandle cq = {}) {
@@ -213,6 +217,7 @@ class World {
  private:
   VirtualClock clock_;
   std::unique_ptr<Fabric> fabric_;
+  uint8_t rd_atomic_ = 1;
   std::unique_ptr<hal::Verbs> v_[2];
   Side side_[2];
 };
