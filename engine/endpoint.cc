@@ -155,7 +155,7 @@ absl::Status Endpoint::ToRts() {
     // At most what the peer's QPs accept (a responder out of READ
     // resources answers with a NAK that fails the QP).
     FERRY_CHECK(peer_.has_value());
-    a.max_rd_atomic = std::max<uint8_t>(1, std::min(params_.rd_atomic_init, peer_->rd_atomic));
+    a.max_rd_atomic = std::min(params_.rd_atomic_init, peer_->rd_atomic);  // both >= 1
     FERRY_RETURN_IF_ERROR(verbs_->ModifyQp(q.qp.get(), a,
                                            hal::kQpState | hal::kQpSqPsn | hal::kQpTimeout |
                                                hal::kQpRetryCnt | hal::kQpRnrRetry |

@@ -349,9 +349,7 @@ absl::StatusOr<HandshakeMessage> DecodeHandshake(absl::Span<const uint8_t> bytes
     if (mtu < 1 || mtu > 5)
       return absl::InvalidArgumentError(absl::StrFormat("handshake: MTU code %d not in 1..5", mtu));
     m.mtu = static_cast<hal::Mtu>(mtu);
-    FERRY_ASSIGN_OR_RETURN(m.rd_atomic, r.U8("rd_atomic"));
-    if (m.rd_atomic == 0)
-      return absl::InvalidArgumentError("handshake: rd_atomic 0 (a QP must accept one READ)");
+    FERRY_ASSIGN_OR_RETURN(m.rd_atomic, r.U8("rd_atomic"));  // 0: ValidateHandshake below
   }
   if (m.type == HandshakeType::kError) {
     FERRY_ASSIGN_OR_RETURN(uint16_t code, r.U16("error_code"));

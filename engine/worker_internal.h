@@ -44,8 +44,7 @@ inline bool NonRetryable(hal::WcStatus s) {
 // READs in flight a QP is given: the configured bound within the device's
 // limit (a device reporting 0 still gets 1, what verbs needs for any READ).
 inline uint8_t RdAtomic(uint8_t configured, uint32_t device_max) {
-  return static_cast<uint8_t>(
-      std::clamp<uint32_t>(std::min<uint32_t>(configured, device_max), 1, 255));
+  return static_cast<uint8_t>(std::max<uint32_t>(1, std::min<uint32_t>(configured, device_max)));
 }
 inline PeerInfo PeerFrom(const HandshakeMessage& m) {
   PeerInfo p;
