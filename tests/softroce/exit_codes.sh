@@ -1,6 +1,7 @@
 #!/bin/bash
 # exit_codes.sh: run-in-vm returns the command's exit code (0, 3, 77, and 127
-# for a command that does not exist), and rejects bad usage before booting.
+# for a command that does not exist), rejects bad usage before booting, and
+# boots once more when QEMU dies before the guest reports.
 #
 # Must stay true: each case boots its own VM (the code must cross the VM
 # boundary, not come from the host); 77 must arrive as 77 although meson would
@@ -25,4 +26,21 @@ run_vm out err --timeout 300 -- no-such-command-ferry --flag
 [[ $RC == 127 ]] || { show out err; fail "missing command: want 127, got $RC"; }
 grep -q 'no-such-command-ferry' err || { show err; fail "missing command: the VM's error message did not arrive"; }
 note "missing command -> 127"
+# A QEMU that dies before the guest reports is booted once more (the
+# command never started, so it still runs exactly once); a second such end
+# is the runner's failure, 125.
+# TCG forced: the switch acts on TCG boots only.
+export FERRY_SOFTROCE_ACCEL=tcg FERRY_SOFTROCE_TEST_QEMU_FAILS=1
+run_vm out err --timeout 300 sh -c 'echo ran >>runs; exit 5'
+[[ $RC == 5 ]] || { show out err; fail "QEMU failing once: want the command's 5, got $RC"; }
+[[ $(grep -c 'booting once more' err) == 1 ]] || { show err; fail "QEMU failing once: no single 'booting once more' line"; }
+[[ $(wc -l <runs) == 1 ]] || fail "QEMU failing once: the command ran $(wc -l <runs) times, want 1"
+rm -f runs
+export FERRY_SOFTROCE_TEST_QEMU_FAILS=2
+run_vm out err --timeout 300 sh -c 'echo ran >>runs; exit 5'
+[[ $RC == 125 ]] || { show out err; fail "QEMU failing twice: want 125, got $RC"; }
+grep -q 'ended without reporting (qemu_failed)' err || { show err; fail "QEMU failing twice: no qemu_failed message"; }
+[[ ! -e runs ]] || fail "QEMU failing twice: the command ran"
+unset FERRY_SOFTROCE_ACCEL FERRY_SOFTROCE_TEST_QEMU_FAILS
+note "QEMU dying at boot: once -> booted again, command ran once; twice -> 125"
 echo "PASS exit_codes"
