@@ -46,7 +46,10 @@ void CqQuota::AfterOp() const {
 }
 
 CqQuota::Entry* CqQuota::Find(uint64_t qp_id) const {
-  CacheLine& line = cache_[qp_id & (kCacheLines - 1)];
+  // Fibonacci hashing: handle ids of one CQ's QPs can share their low bits
+  // (QPs made round-robin over a worker's CQs), which a plain mask would map
+  // to one line.
+  CacheLine& line = cache_[(qp_id * 0x9E3779B97F4A7C15ull) >> (64 - kCacheLineBits)];
   if (line.qp_id == qp_id && line.layout == layout_) return line.entry;
   auto it = qps_.find(qp_id);
   if (it == qps_.end()) return nullptr;

@@ -130,9 +130,9 @@ class CqQuota {
   };
   static bool IsZombie(QuotaQpState s) { return s != QuotaQpState::kLive; }
   // qps_'s entry for `qp_id`, or null. Per CQE this is the ledger's one
-  // lookup, so a small direct-mapped cache of entry pointers sits in front
-  // of the btree (entries of a btree move only when an entry is inserted or
-  // erased: every cached pointer dies with `layout_` at each such change).
+  // lookup, so a direct-mapped cache of entry pointers (256 lines, by a
+  // Fibonacci hash of the id) sits in front of the btree (entries of a btree move only when an
+  // entry is inserted or erased: every cached pointer dies with `layout_` at each such change).
   Entry* Find(uint64_t qp_id) const;
   void LayoutChanged() { ++layout_; }
   void AfterOp() const;
@@ -148,8 +148,9 @@ class CqQuota {
     uint64_t layout = 0;
     Entry* entry = nullptr;
   };
-  static constexpr uint32_t kCacheLines = 8;  // a power of two
-  uint64_t layout_ = 1;                       // bumped by every insert or erase in qps_
+  static constexpr uint32_t kCacheLineBits = 8;
+  static constexpr uint32_t kCacheLines = 1u << kCacheLineBits;
+  uint64_t layout_ = 1;  // bumped by every insert or erase in qps_
   mutable std::array<CacheLine, kCacheLines> cache_{};
   int64_t reserved_ = 0;
   int64_t zombie_ = 0;

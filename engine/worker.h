@@ -378,7 +378,13 @@ class Worker {
   // (slot lookup, quota ledger, observer), and retire the endpoint the
   // store evicted to make room.
   void TrackQps(Endpoint* ep);
-  QpParams EndpointQpParams(const Context& c) const;  // from cfg_ and c's device
+  // From cfg_ and c's device; the QPs complete on `cq`.
+  QpParams EndpointQpParams(const Context& c, hal::CqHandle cq) const;
+  // The CQ of `ctx` a new endpoint's QPs go on: of this owner's CQs not
+  // awaiting CQ_ERR recovery, the one whose ledger tracks the fewest QPs
+  // (ties: the lowest index), so endpoints spread over cqs_per_worker CQs
+  // as EngineConfig::EndpointsPerCq assumes. None while every one recovers.
+  std::optional<hal::CqHandle> CqForNewEndpoint(uint32_t ctx);
   void RetireEvicted(std::unique_ptr<Endpoint> victim, bool was_idle, uint64_t now);
   void Accept(Endpoint* ep, const HandshakeMessage& req, const std::string& from);
   // The header of an answer to `m` (REP, RTU, STALE, ERROR): our
@@ -435,10 +441,10 @@ class Worker {
   void RailError(uint32_t ctx, uint64_t now);
   void CheckZombies(hal::CqHandle cq);
   void RecoverErroredCqs();
-  // True while this owner's CQ on `ctx` awaits CQ_ERR recovery: no endpoint
-  // may be created on it (it is never polled and is recreated only once
-  // every QP on it is destroyed).
-  bool CqRecovering(uint32_t ctx) const;
+  // True while every CQ of this owner on `ctx` awaits CQ_ERR recovery: no
+  // endpoint may be created on such a CQ (it is never polled and is
+  // recreated only once every QP on it is destroyed).
+  bool CqRecovering(uint32_t ctx);
   std::optional<uint32_t> ContextOfEvent(const hal::AsyncEvent& e) const;
   void ParkForDeviceFatal(uint32_t ctx);
   // A parked rail whose context was re-enabled since: the old QPs resolve

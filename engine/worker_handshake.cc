@@ -16,10 +16,10 @@ namespace ferry::engine {
 
 using namespace worker_internal;  // NOLINT(build/namespaces): the worker's own helpers
 
-QpParams Worker::EndpointQpParams(const Context& c) const {
+QpParams Worker::EndpointQpParams(const Context& c, hal::CqHandle cq) const {
   QpParams p;
   p.pd = c.pd();
-  p.cq = c.cq(id_, 0);
+  p.cq = cq;
   p.wr_depth = cfg_.wr_depth;
   p.recv_depth = std::max<uint32_t>(1, cfg_.notify_recv_slots);
   p.max_inline_data = cfg_.inline_bytes_max;
@@ -41,12 +41,13 @@ absl::StatusOr<Endpoint*> Worker::NewEndpoint(const Key& key) {
   // once every QP on it is destroyed: a QP created on it now would block
   // that recovery for good and its WRs would never see evidence (seeds
   // 39767, 44157). No endpoint until the CQ is recreated.
-  if (CqRecovering(key.first)) {
+  const std::optional<hal::CqHandle> cq = CqForNewEndpoint(key.first);
+  if (!cq.has_value()) {
     return absl::UnavailableError("the CQ is being recreated after CQ_ERR");
   }
   uint32_t& gen = last_generation_[key];
   gen = NextGeneration(gen);
-  const QpParams p = EndpointQpParams(*c);
+  const QpParams p = EndpointQpParams(*c, *cq);
   std::unique_ptr<Endpoint> leftover;
   auto made = Endpoint::Create(env_->verbs, env_->ledger, env_->entropy, p, cfg_.qps_per_endpoint,
                                key.first, key.second, gen, &next_qp_uid_, &leftover);
@@ -119,10 +120,27 @@ void Worker::RetireEvicted(std::unique_ptr<Endpoint> victim, bool was_idle, uint
   CheckZombies(v->cq());
 }
 
-bool Worker::CqRecovering(uint32_t ctx) const {
-  return errored_cqs_.contains(env_->contexts[ctx]->cq(id_, 0).id) &&
-         !Mut(base::Mutation::kEngineC4EndpointOnErroredCq);
+std::optional<hal::CqHandle> Worker::CqForNewEndpoint(uint32_t ctx) {
+  const Context& c = *env_->contexts[ctx];
+  std::optional<hal::CqHandle> best;
+  size_t best_qps = 0;
+  for (uint32_t i = 0; i < c.cqs_per_worker(); ++i) {
+    const hal::CqHandle cq = c.cq(id_, i);
+    if (!cq.valid()) return cq;  // not brought up: Endpoint::Create refuses it
+    const bool errored = errored_cqs_.contains(cq.id);
+    if (errored && !Mut(base::Mutation::kEngineC4EndpointOnErroredCq)) continue;
+    // The mutation builds on the first CQ even when it is in error.
+    if (errored) return cq;
+    const size_t qps = Ledger(cq).tracked_qps();
+    if (!best.has_value() || qps < best_qps) {
+      best = cq;
+      best_qps = qps;
+    }
+  }
+  return best;
 }
+
+bool Worker::CqRecovering(uint32_t ctx) { return !CqForNewEndpoint(ctx).has_value(); }
 
 bool Worker::StoreHasRoom(uint32_t ctx) const {
   const Store& st = *stores_[ctx];

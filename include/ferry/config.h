@@ -104,7 +104,8 @@ struct FERRY_EXPORT EngineConfig {
   // owner = fnv1a64(local NIC, peer NIC path) mod workers.
   uint32_t workers = 2;
   // CQs each worker owns per device context (>= 1, so every owner has a CQ
-  // on every context). An owner's endpoints are spread over its CQs.
+  // on every context). An owner's endpoints are spread over its CQs: a new
+  // endpoint's QPs go on the CQ whose ledger tracks the fewest QPs.
   uint32_t cqs_per_worker = 1;
 
   // ------------------------------------------------------------- queues

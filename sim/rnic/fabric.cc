@@ -918,8 +918,9 @@ std::vector<std::string> Fabric::LiveObjects() const {
     const Qp& q = *qps_[i];
     if (q.alive) {
       out.push_back(absl::StrCat("qp ", i + 1, " ", where(q.ctx), " qpn=", q.qpn,
-                                 " state=", AV(hal::QpStateName(q.attr.qp_state)), " outstanding=",
-                                 q.post_seq - q.done_seq, " rd_atomic=", q.attr.max_rd_atomic, "/",
+                                 " state=", AV(hal::QpStateName(q.attr.qp_state)),
+                                 " outstanding=", q.post_seq - q.done_seq, " cq=", q.send_cq + 1,
+                                 " rd_atomic=", q.attr.max_rd_atomic, "/",
                                  q.attr.max_dest_rd_atomic));
     }
   }

@@ -260,7 +260,8 @@ class Fabric final : public Actor {
   uint64_t LiveCount(ObjectKind k) const { return live_[static_cast<size_t>(k)]; }
   uint64_t CreatedCount(ObjectKind k) const { return created_[static_cast<size_t>(k)]; }
   // One line per live object, e.g. "qp 3 h0/sim0 qpn=17 state=RTS
-  // outstanding=3 rd_atomic=16/16" (max_rd_atomic/max_dest_rd_atomic).
+  // outstanding=3 cq=2 rd_atomic=16/16" (cq: the send CQ, numbered as the
+  // "cq N" lines; max_rd_atomic/max_dest_rd_atomic).
   std::vector<std::string> LiveObjects() const;
   // QP state and outstanding WRs as the RNIC sees them (for tests/oracle).
   absl::StatusOr<hal::QpState> TrueStateOf(hal::QpHandle qp) const;

@@ -7,9 +7,12 @@
 //   offer) (max_rd_atomic);
 // - a 1 MiB READ (16 slices over 2 QPs) completes with its bytes whatever
 //   the depths.
-// The simulated RNIC does not throttle READs to max_rd_atomic (docs/
-// simulator.md, divergences): these tests check the attributes the QPs
-// get, through the fabric's view of its live QPs.
+// - an owner spreads its endpoints over its cqs_per_worker CQs (the one
+//   whose ledger tracks the fewest QPs), as the CQ budget
+//   (EngineConfig::EndpointsPerCq) assumes; before, every endpoint went on
+//   the owner's first CQ.
+// These tests check the attributes the QPs get, through the fabric's view
+// of its live QPs.
 #include <cstdint>
 #include <map>
 #include <string>
@@ -89,6 +92,49 @@ TEST(QpAttrScenario, DepthOneIsTheOldBehaviourAndStillCompletes) {
   EXPECT_EQ(r.finish, "");
   EXPECT_TRUE(r.read_landed);
   EXPECT_EQ(r.qps, (std::map<std::string, int>{{"h0 rd_atomic=1/1", 2}, {"h1 rd_atomic=1/1", 2}}));
+}
+
+// Host 0 (one worker, `cqs` CQs) WRITEs to hosts 1..4 in turn: four
+// endpoints, two QPs each. Host 0's live QPs per send CQ ("cq=N" -> QPs).
+std::map<std::string, int> QpsPerCqAfterFourPeers(uint32_t cqs, std::string* finish) {
+  EngineConfig c = ScenarioConfig();
+  c.workers = 1;
+  c.cqs_per_worker = cqs;
+  c.qps_per_endpoint = 2;
+  simworld::WorldOptions o;
+  o.hosts = 5;
+  TwoEngines w(44, sim::NetPlan{}, {}, c, TwoEngines::MakeFabricConfig(), o);
+  for (uint32_t to = 1; to <= 4; ++to) {
+    auto seg = w.Open(0, to);
+    if (!seg.ok()) {
+      *finish = absl::StrCat("open h", to, ": ", seg.status().ToString());
+      return {};
+    }
+    const Request r = simworld::MakeReqTo(w, 0, to, *seg, OpKind::kWrite, 0, 0, 4096);
+    if (Run1(w, 0, r).first != TaskStatus::kCompleted) {
+      *finish = absl::StrCat("the WRITE to h", to, " did not complete");
+      return {};
+    }
+  }
+  std::map<std::string, int> per_cq;
+  for (const std::string& line : w.fabric().LiveObjects()) {
+    if (!absl::StartsWith(line, "qp ") || !absl::StrContains(line, " h0/")) continue;
+    const size_t at = line.find(" cq=");
+    ++per_cq[line.substr(at + 1, line.find(' ', at + 1) - at - 1)];
+  }
+  *finish = Finish(w);
+  return per_cq;
+}
+
+TEST(QpAttrScenario, EndpointsSpreadOverTheOwnersCqs) {
+  std::string finish;
+  // Two CQs: two endpoints (four QPs) on each, in creation order.
+  EXPECT_EQ(QpsPerCqAfterFourPeers(2, &finish),
+            (std::map<std::string, int>{{"cq=1", 4}, {"cq=2", 4}}));
+  EXPECT_EQ(finish, "");
+  // One CQ: all eight QPs on it.
+  EXPECT_EQ(QpsPerCqAfterFourPeers(1, &finish), (std::map<std::string, int>{{"cq=1", 8}}));
+  EXPECT_EQ(finish, "");
 }
 
 }  // namespace
