@@ -381,10 +381,16 @@ class Worker {
   // From cfg_ and c's device; the QPs complete on `cq`.
   QpParams EndpointQpParams(const Context& c, hal::CqHandle cq) const;
   // The CQ of `ctx` a new endpoint's QPs go on: of this owner's CQs not
-  // awaiting CQ_ERR recovery, the one whose ledger tracks the fewest QPs
-  // (ties: the lowest index), so endpoints spread over cqs_per_worker CQs
-  // as EngineConfig::EndpointsPerCq assumes. None while every one recovers.
+  // awaiting CQ_ERR recovery, the one with the fewest live endpoints of the
+  // store (ties: the lowest index), so endpoints spread over cqs_per_worker
+  // CQs and none holds more than EngineConfig::EndpointsPerCq (the CQ
+  // budget; NewEndpoint evicts first when the store is full). None while
+  // every CQ recovers, or (several CQs) the chosen one is full.
   std::optional<hal::CqHandle> CqForNewEndpoint(uint32_t ctx);
+  // The store's eviction predicate: no posted WRs and no queued slices.
+  bool Idle(const EndpointKey& k, const std::unique_ptr<Endpoint>& ep) const;
+  // Counts busy_passed_over and retires a victim the store evicted.
+  void RetireStoreVictim(uint32_t ctx, Store::Evicted victim, uint64_t now);
   void RetireEvicted(std::unique_ptr<Endpoint> victim, bool was_idle, uint64_t now);
   void Accept(Endpoint* ep, const HandshakeMessage& req, const std::string& from);
   // The header of an answer to `m` (REP, RTU, STALE, ERROR): our
@@ -444,7 +450,7 @@ class Worker {
   // True while every CQ of this owner on `ctx` awaits CQ_ERR recovery: no
   // endpoint may be created on such a CQ (it is never polled and is
   // recreated only once every QP on it is destroyed).
-  bool CqRecovering(uint32_t ctx);
+  bool CqRecovering(uint32_t ctx) const;
   std::optional<uint32_t> ContextOfEvent(const hal::AsyncEvent& e) const;
   void ParkForDeviceFatal(uint32_t ctx);
   // A parked rail whose context was re-enabled since: the old QPs resolve

@@ -41,9 +41,19 @@ absl::StatusOr<Endpoint*> Worker::NewEndpoint(const Key& key) {
   // once every QP on it is destroyed: a QP created on it now would block
   // that recovery for good and its WRs would never see evidence (seeds
   // 39767, 44157). No endpoint until the CQ is recreated.
+  // With several CQs the store's victim (if it is full) leaves first, so
+  // the new endpoint's CQ is chosen among the endpoints that stay and no
+  // CQ takes more than EndpointsPerCq live ones (the CQ budget).
+  if (c->cqs_per_worker() > 1 && !Mut(base::Mutation::kEngineCqOverBudget) &&
+      stores_[key.first]->size() >= stores_[key.first]->capacity()) {
+    auto victim = stores_[key.first]->EvictOne(
+        [this](const EndpointKey& k, const std::unique_ptr<Endpoint>& ep) { return Idle(k, ep); });
+    FERRY_CHECK(victim.has_value());
+    RetireStoreVictim(key.first, std::move(*victim), env_->clock->NowNs());
+  }
   const std::optional<hal::CqHandle> cq = CqForNewEndpoint(key.first);
   if (!cq.has_value()) {
-    return absl::UnavailableError("the CQ is being recreated after CQ_ERR");
+    return absl::UnavailableError("no CQ can take an endpoint (CQ_ERR recovery, or full)");
   }
   uint32_t& gen = last_generation_[key];
   gen = NextGeneration(gen);
@@ -76,24 +86,30 @@ absl::StatusOr<Endpoint*> Worker::NewEndpoint(const Key& key) {
   raw->last_used_ns = now;
   // The store decides eviction: idle victims first (no posted WRs, no
   // queued slices); the victim retires and its key is free at once.
-  auto idle = [this](const EndpointKey& k, const std::unique_ptr<Endpoint>& ep) {
-    auto it = pending_.find(Key{ep->context(), k.peer_nic_path});
-    const bool no_wrs = ep->Outstanding() == 0 || Mut(base::Mutation::kEngineEvictBusyAsIdle);
-    return no_wrs && (it == pending_.end() || it->second.empty());
-  };
-  auto ins = stores_[key.first]->Insert(StoreKey(key), std::move(*made), idle);
+  auto ins = stores_[key.first]->Insert(
+      StoreKey(key), std::move(*made),
+      [this](const EndpointKey& k, const std::unique_ptr<Endpoint>& ep) { return Idle(k, ep); });
   FERRY_CHECK(ins.ok());
   NoteEvent("ep_create", key, gen, 0);
-  if (ins->has_value()) {
-    if ((*ins)->was_idle) {
-      bool busy_left = false;
-      stores_[key.first]->ForEach([&](const EndpointKey& k, const std::unique_ptr<Endpoint>& ep,
-                                      bool) { busy_left = busy_left || !idle(k, ep); });
-      stats_.busy_passed_over += busy_left;
-    }
-    RetireEvicted(std::move((*ins)->value), (*ins)->was_idle, now);
-  }
+  if (ins->has_value()) RetireStoreVictim(key.first, std::move(**ins), now);
   return raw;
+}
+
+bool Worker::Idle(const EndpointKey& k, const std::unique_ptr<Endpoint>& ep) const {
+  auto it = pending_.find(Key{ep->context(), k.peer_nic_path});
+  const bool no_wrs = ep->Outstanding() == 0 || Mut(base::Mutation::kEngineEvictBusyAsIdle);
+  return no_wrs && (it == pending_.end() || it->second.empty());
+}
+
+void Worker::RetireStoreVictim(uint32_t ctx, Store::Evicted victim, uint64_t now) {
+  if (victim.was_idle) {
+    bool busy_left = false;
+    stores_[ctx]->ForEach([&](const EndpointKey& k, const std::unique_ptr<Endpoint>& ep, bool) {
+      busy_left = busy_left || !Idle(k, ep);
+    });
+    stats_.busy_passed_over += busy_left;
+  }
+  RetireEvicted(std::move(victim.value), victim.was_idle, now);
 }
 
 void Worker::TrackQps(Endpoint* ep) {
@@ -122,25 +138,44 @@ void Worker::RetireEvicted(std::unique_ptr<Endpoint> victim, bool was_idle, uint
 
 std::optional<hal::CqHandle> Worker::CqForNewEndpoint(uint32_t ctx) {
   const Context& c = *env_->contexts[ctx];
-  std::optional<hal::CqHandle> best;
-  size_t best_qps = 0;
-  for (uint32_t i = 0; i < c.cqs_per_worker(); ++i) {
+  const uint32_t n = c.cqs_per_worker();
+  // Live endpoints per CQ (retiring ones are out of the store: their quota
+  // returns on destroy, as with one CQ).
+  std::vector<uint64_t> live(n, 0);
+  stores_[ctx]->ForEach([&](const EndpointKey&, const std::unique_ptr<Endpoint>& ep, bool) {
+    for (uint32_t i = 0; i < n; ++i) live[i] += ep->cq() == c.cq(id_, i);
+  });
+  std::optional<uint32_t> best;
+  for (uint32_t i = 0; i < n; ++i) {
     const hal::CqHandle cq = c.cq(id_, i);
     if (!cq.valid()) return cq;  // not brought up: Endpoint::Create refuses it
     const bool errored = errored_cqs_.contains(cq.id);
     if (errored && !Mut(base::Mutation::kEngineC4EndpointOnErroredCq)) continue;
     // The mutation builds on the first CQ even when it is in error.
     if (errored) return cq;
-    const size_t qps = Ledger(cq).tracked_qps();
-    if (!best.has_value() || qps < best_qps) {
-      best = cq;
-      best_qps = qps;
+    if (Mut(base::Mutation::kEngineCqOverBudget)) {
+      // The first spreading rule: retiring QPs counted, no budget.
+      live[i] = Ledger(cq).tracked_qps();
+      if (!best.has_value() || live[i] < live[*best]) best = i;
+      continue;
     }
+    if (!best.has_value() || live[i] < live[*best]) best = i;
   }
-  return best;
+  if (!best.has_value()) return std::nullopt;
+  if (Mut(base::Mutation::kEngineCqOverBudget)) return c.cq(id_, *best);
+  // One CQ: the store's capacity bounds it (as before CQs were chosen). More:
+  // a CQ full of live endpoints (the others recovering) takes none.
+  if (n > 1 && live[*best] >= cfg_.EndpointsPerCq()) return std::nullopt;
+  return c.cq(id_, *best);
 }
 
-bool Worker::CqRecovering(uint32_t ctx) { return !CqForNewEndpoint(ctx).has_value(); }
+bool Worker::CqRecovering(uint32_t ctx) const {
+  if (Mut(base::Mutation::kEngineC4EndpointOnErroredCq)) return false;
+  const Context& c = *env_->contexts[ctx];
+  for (uint32_t i = 0; i < c.cqs_per_worker(); ++i)
+    if (!errored_cqs_.contains(c.cq(id_, i).id)) return false;
+  return true;
+}
 
 bool Worker::StoreHasRoom(uint32_t ctx) const {
   const Store& st = *stores_[ctx];

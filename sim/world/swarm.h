@@ -144,6 +144,12 @@ struct SwarmOptions {
   // replay the runs they were found in; ferry-sim sweeps with true unless
   // told --read-depth off.
   bool read_depth = false;
+  // CQs per worker (part of the replay key): true uses the cqs_per_worker
+  // the random profile's shape draws (1, 2 or 3); false keeps 1, so the
+  // named regressions, found while every endpoint was on its owner's first
+  // CQ, replay the runs they were found in; ferry-sim sweeps with true
+  // unless told --cq-spread off.
+  bool cq_spread = false;
   // Notifications (part of the replay key; ferry-sim --notify on): the
   // engines post receive WRs (notify_recv_slots 2, rnr retries 3) and
   // every Submit of a new batch carries a notification to its peer, each

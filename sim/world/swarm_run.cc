@@ -112,6 +112,7 @@ class Run {
     }
     EngineConfig config = shape_.Config();
     if (!o_.read_depth) config.qp_rd_atomic_max = EngineConfig{}.qp_rd_atomic_max;
+    if (!o_.cq_spread) config.cqs_per_worker = 1;
     if (o_.notify) EnableNotify(&config);
     w_ = std::make_unique<TwoEngines>(seed_, plan_.world.net, o_.mutations, config, fc, wo);
     Verdict(Body());

@@ -64,6 +64,7 @@ EngineConfig WorldShape::Config() const {
   c.rail_cooldown_ns = rail_cooldown_ns;
   c.rail_cooldown_ns_max = rail_cooldown_ns_max;
   c.qp_rd_atomic_max = rd_atomic;
+  c.cqs_per_worker = cqs;
   return c;
 }
 
@@ -124,7 +125,8 @@ WorldShape DrawShape(uint64_t seed) {
   s.c8_probe = Pick<sim::Ratio, 2>(p, {sim::kNever, sim::Ratio{1, 32}});
   s.poison_on_reuse = p.Below(2) == 1;
   s.revocable = p.Below(2) == 1;  // drawn after the rest: the earlier draws stay as they were
-  s.rd_atomic = Pick<uint8_t, 3>(p, {1, 2, 16});  // drawn last, for the same reason
+  s.rd_atomic = Pick<uint8_t, 3>(p, {1, 2, 16});  // drawn after the rest, for the same reason
+  s.cqs = Pick<uint32_t, 3>(p, {1, 2, 3});        // drawn last, for the same reason
   FERRY_CHECK(s.Config().Validate().ok());
   return s;
 }
@@ -147,7 +149,7 @@ std::string WorldShape::ToString() const {
                   RatioText(cancel), ", c8 probes ", RatioText(c8_probe), ", poison on reuse ",
                   poison_on_reuse ? "on" : "off", ", buffer ", BufBytes(), " B/host",
                   revocable ? ", revocable (memory windows)" : "",
-                  ", READs in flight per QP <= ", rd_atomic, "\n");
+                  ", READs in flight per QP <= ", rd_atomic, ", ", cqs, " CQs/worker\n");
   return out;
 }
 

@@ -70,6 +70,9 @@ struct WorldShape {
   // READs in flight per QP (EngineConfig::qp_rd_atomic_max; the sim's
   // requester holds a READ back past it): 1, 2 or the default 16.
   uint8_t rd_atomic = 16;
+  // CQs per worker (EngineConfig::cqs_per_worker): 1, 2 or 3; endpoints
+  // spread over them.
+  uint32_t cqs = 1;
 
   // The engine config of this shape (from ScenarioConfig()).
   EngineConfig Config() const;

@@ -89,6 +89,10 @@ oracle on after every step, one seeded world and fault plan per seed.
                      may have in flight (qp_rd_atomic_max 1, 2 or 16); off:
                      16 (replays a seed found before the simulated RNIC
                      honoured max_rd_atomic; part of the replay key)
+  --cq-spread on|off on (default): the random profile draws the CQs per
+                     worker (1, 2 or 3) its endpoints spread over; off: 1
+                     (replays a seed found before endpoints were spread;
+                     part of the replay key)
   --jobs N           seeds run at once in N forked children, each running
                      seeds one after another (default 1)
   --shard I/N        run only the seeds s of the range with (s - A) % N == I
@@ -246,6 +250,9 @@ std::string ParseArgs(int argc, char** argv, Args* a, bool* help) {
     } else if (arg == "--read-depth") {
       if (!value(&v) || (v != "on" && v != "off")) return "--read-depth needs on or off";
       a->read_depth = v == "on";
+    } else if (arg == "--cq-spread") {
+      if (!value(&v) || (v != "on" && v != "off")) return "--cq-spread needs on or off";
+      a->cq_spread = v == "on";
     } else if (arg == "--windows") {
       if (!value(&v) || (v != "on" && v != "off")) return "--windows needs on or off";
       a->windows = v == "on";

@@ -100,6 +100,7 @@ simworld::SwarmOptions OptionsOf(const Args& a) {
   o.wake = a.wake;
   o.windows = a.windows;
   o.read_depth = a.read_depth;
+  o.cq_spread = a.cq_spread;
   o.notify = a.notify;
   return o;
 }
@@ -120,6 +121,7 @@ std::string ReplayCommand(const char* argv0, const Args& a, uint64_t seed) {
   absl::StrAppend(&cmd, " --trace");
   if (!a.windows) absl::StrAppend(&cmd, " --windows off");
   if (!a.read_depth) absl::StrAppend(&cmd, " --read-depth off");
+  if (!a.cq_spread) absl::StrAppend(&cmd, " --cq-spread off");
   if (a.notify) absl::StrAppend(&cmd, " --notify on");
   return cmd;
 }

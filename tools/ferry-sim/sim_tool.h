@@ -65,6 +65,9 @@ struct Args {
   // --read-depth off: qp_rd_atomic_max 16 in every world (replays a seed
   // found before the simulated RNIC honoured max_rd_atomic).
   bool read_depth = true;
+  // --cq-spread off: cqs_per_worker 1 in every world (replays a seed found
+  // before endpoints were spread over an owner's CQs).
+  bool cq_spread = true;
   // --notify on: every new batch carries a notification (SwarmOptions::notify).
   bool notify = false;
   uint32_t jobs = 1;

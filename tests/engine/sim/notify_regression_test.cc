@@ -20,12 +20,16 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// ferry-sim --notify on --seed N (its defaults: random profile, wake cqe).
-simworld::SwarmReport RunNotify(uint64_t seed, base::Mutation m = base::Mutation::kCount) {
+// ferry-sim --notify on --seed N (its defaults: random profile, wake cqe),
+// as of session 19 (--read-depth off --cq-spread off).
+simworld::SwarmReport RunNotify(uint64_t seed, base::Mutation m = base::Mutation::kCount,
+                                bool spread = false) {
   simworld::SwarmOptions o;
   o.profile = simworld::WorldProfile::kRandom;
   o.wake = simworld::WakeModel::kCqe;
   o.notify = true;
+  o.read_depth = spread;
+  o.cq_spread = spread;
 #if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
   if (m != base::Mutation::kCount) o.mutations.Enable(m);
 #else
@@ -70,7 +74,31 @@ TEST(NotifyRegression, Seed328LateReceiveCqePastTheDrainIsRecorded) {
   EXPECT_GT(r.probes.at("recv_abandoned"), 0u);
 }
 
+// Seeds 299 and 595 (liveness: WRITEs TIMEOUT on every attempt with every
+// fault off; 2 CQs per worker, store 2): the first rule that spread
+// endpoints over an owner's CQs chose the CQ whose ledger tracked the
+// fewest QPs, retiring ones included, and put two live endpoints on a CQ
+// sized for one (EndpointsPerCq): their receive WRs held all its quota.
+// Fix: the CQ with the fewest live endpoints, the store's victim evicted
+// first, none past EndpointsPerCq. Switch engine_cq_over_budget restores
+// the first rule.
+// ferry-sim's defaults since 2026-12-05: --read-depth on --cq-spread on.
+constexpr bool kNow = true;
+
+TEST(NotifyRegression, Seeds299And595NoCqTakesMoreEndpointsThanItsBudget) {
+  for (uint64_t seed : {299u, 595u}) {
+    const simworld::SwarmReport r = RunNotify(seed, base::Mutation::kCount, kNow);
+    EXPECT_EQ(r.failure, simworld::FailureClass::kNone) << seed << ": " << r.message;
+  }
+}
+
 #if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
+TEST(NotifyRegression, Seed595FailsLivenessUnderTheFirstSpreadingRule) {
+  const simworld::SwarmReport r = RunNotify(595, base::Mutation::kEngineCqOverBudget, kNow);
+  EXPECT_EQ(r.failure, simworld::FailureClass::kLiveness) << r.message;
+  EXPECT_THAT(r.message, HasSubstr("not COMPLETED within 4 attempts with every fault off"));
+}
+
 // The sweep's own judges catch each notification switch (no hint of which
 // is on): the first seed of ferry-sim-mut --canaries --notify on.
 TEST(NotifyRegression, TheSweepCatchesEachNotificationSwitch) {
