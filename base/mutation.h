@@ -130,6 +130,8 @@ enum class Mutation : uint32_t {
   kSimInlineReadsLate,              // sim: an inline WR's bytes are read from the caller's
                                     // buffer when sent, not copied at post_send
   kSimReadDepthUnbounded,           // sim: the requester sends READs past max_rd_atomic
+  kSimAckLeavesSendBehind,          // sim: a WR acknowledged while the requester is rewound
+                                    // stays to be sent again (send_seq behind done_seq)
   kEngineCqOverBudget,              // engine: a new endpoint's CQ is the one whose ledger tracks
                                     // the fewest QPs, past EndpointsPerCq live endpoints
   kCount,
@@ -304,6 +306,8 @@ inline std::string_view MutationName(Mutation m) {
       return "sim_inline_reads_late";
     case Mutation::kSimReadDepthUnbounded:
       return "sim_read_depth_unbounded";
+    case Mutation::kSimAckLeavesSendBehind:
+      return "sim_ack_leaves_send_behind";
     case Mutation::kEngineCqOverBudget:
       return "engine_cq_over_budget";
     case Mutation::kCount:

@@ -92,7 +92,25 @@ TEST(NotifyRegression, Seeds299And595NoCqTakesMoreEndpointsThanItsBudget) {
   }
 }
 
+// Seed 970 (crash: FERRY_CHECK q.done_seq <= q.send_seq in the simulated
+// RNIC's READ-depth count): SENDs were RNR-NAKed and the requester rewound
+// (send_seq back to done_seq, waiting for the RNR timer) when a READ
+// response of an earlier transmission arrived and acknowledged the SENDs
+// before it: done_seq passed send_seq, and the model would have sent the
+// completed WRs again. Fix (sim): a WR acknowledged while rewound is never
+// sent again. Switch sim_ack_leaves_send_behind restores the old model.
+TEST(NotifyRegression, Seed970AckDuringAnRnrWaitIsNotSentAgain) {
+  const simworld::SwarmReport r = RunNotify(970, base::Mutation::kCount, kNow);
+  EXPECT_EQ(r.failure, simworld::FailureClass::kNone) << r.message;
+}
+
 #if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
+TEST(NotifyRegressionDeathTest, Seed970CrashesUnderTheOldAckModel) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(RunNotify(970, base::Mutation::kSimAckLeavesSendBehind, kNow),
+               "q.done_seq <= q.send_seq");
+}
+
 TEST(NotifyRegression, Seed595FailsLivenessUnderTheFirstSpreadingRule) {
   const simworld::SwarmReport r = RunNotify(595, base::Mutation::kEngineCqOverBudget, kNow);
   EXPECT_EQ(r.failure, simworld::FailureClass::kLiveness) << r.message;
