@@ -131,8 +131,9 @@ class CqQuota {
   static bool IsZombie(QuotaQpState s) { return s != QuotaQpState::kLive; }
   // qps_'s entry for `qp_id`, or null. Per CQE this is the ledger's one
   // lookup, so a direct-mapped cache of entry pointers (256 lines, by a
-  // Fibonacci hash of the id) sits in front of the btree (entries of a btree move only when an
-  // entry is inserted or erased: every cached pointer dies with `layout_` at each such change).
+  // Fibonacci hash of the id) sits in front of the btree (entries of a
+  // btree move only when an entry is inserted or erased: every cached
+  // pointer dies with `layout_` at each such change).
   Entry* Find(uint64_t qp_id) const;
   void LayoutChanged() { ++layout_; }
   void AfterOp() const;

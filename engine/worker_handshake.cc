@@ -139,33 +139,33 @@ void Worker::RetireEvicted(std::unique_ptr<Endpoint> victim, bool was_idle, uint
 std::optional<hal::CqHandle> Worker::CqForNewEndpoint(uint32_t ctx) {
   const Context& c = *env_->contexts[ctx];
   const uint32_t n = c.cqs_per_worker();
-  // Live endpoints per CQ (retiring ones are out of the store: their quota
-  // returns on destroy, as with one CQ).
-  std::vector<uint64_t> live(n, 0);
-  stores_[ctx]->ForEach([&](const EndpointKey&, const std::unique_ptr<Endpoint>& ep, bool) {
-    for (uint32_t i = 0; i < n; ++i) live[i] += ep->cq() == c.cq(id_, i);
-  });
+  // Test-only: the first spreading rule (the ledger's QPs, retiring ones
+  // too, and no budget).
+  const bool by_ledger = Mut(base::Mutation::kEngineCqOverBudget);
+  // Load per CQ: its live endpoints (retiring ones are out of the store:
+  // their quota returns on destroy, as with one CQ). One CQ needs no count.
+  std::vector<uint64_t> load(n, 0);
+  if (n > 1 && !by_ledger) {
+    stores_[ctx]->ForEach([&](const EndpointKey&, const std::unique_ptr<Endpoint>& ep, bool) {
+      for (uint32_t i = 0; i < n; ++i) load[i] += ep->cq() == c.cq(id_, i);
+    });
+  }
   std::optional<uint32_t> best;
   for (uint32_t i = 0; i < n; ++i) {
     const hal::CqHandle cq = c.cq(id_, i);
     if (!cq.valid()) return cq;  // not brought up: Endpoint::Create refuses it
-    const bool errored = errored_cqs_.contains(cq.id);
-    if (errored && !Mut(base::Mutation::kEngineC4EndpointOnErroredCq)) continue;
-    // The mutation builds on the first CQ even when it is in error.
-    if (errored) return cq;
-    if (Mut(base::Mutation::kEngineCqOverBudget)) {
-      // The first spreading rule: retiring QPs counted, no budget.
-      live[i] = Ledger(cq).tracked_qps();
-      if (!best.has_value() || live[i] < live[*best]) best = i;
+    if (errored_cqs_.contains(cq.id)) {
+      // Test-only: the mutation builds on the first CQ even in error.
+      if (Mut(base::Mutation::kEngineC4EndpointOnErroredCq)) return cq;
       continue;
     }
-    if (!best.has_value() || live[i] < live[*best]) best = i;
+    if (by_ledger) load[i] = Ledger(cq).tracked_qps();
+    if (!best.has_value() || load[i] < load[*best]) best = i;
   }
   if (!best.has_value()) return std::nullopt;
-  if (Mut(base::Mutation::kEngineCqOverBudget)) return c.cq(id_, *best);
   // One CQ: the store's capacity bounds it (as before CQs were chosen). More:
   // a CQ full of live endpoints (the others recovering) takes none.
-  if (n > 1 && live[*best] >= cfg_.EndpointsPerCq()) return std::nullopt;
+  if (n > 1 && !by_ledger && load[*best] >= cfg_.EndpointsPerCq()) return std::nullopt;
   return c.cq(id_, *best);
 }
 

@@ -38,6 +38,9 @@ simworld::SwarmReport RunNotify(uint64_t seed, base::Mutation m = base::Mutation
   return simworld::RunSwarm(seed, o);
 }
 
+// ferry-sim's defaults since 2026-12-05: --read-depth on --cq-spread on.
+constexpr bool kNow = true;
+
 // Seed 83 (crash: FERRY_CHECK q.recv.front() == id.slot): the stall family's
 // dup_cqe delivered a receive CQE twice; the engine matched receive CQEs by
 // notification slot, which the LIFO pool had handed to the next receive WR
@@ -82,9 +85,6 @@ TEST(NotifyRegression, Seed328LateReceiveCqePastTheDrainIsRecorded) {
 // Fix: the CQ with the fewest live endpoints, the store's victim evicted
 // first, none past EndpointsPerCq. Switch engine_cq_over_budget restores
 // the first rule.
-// ferry-sim's defaults since 2026-12-05: --read-depth on --cq-spread on.
-constexpr bool kNow = true;
-
 TEST(NotifyRegression, Seeds299And595NoCqTakesMoreEndpointsThanItsBudget) {
   for (uint64_t seed : {299u, 595u}) {
     const simworld::SwarmReport r = RunNotify(seed, base::Mutation::kCount, kNow);

@@ -8,7 +8,7 @@
 // - a 1 MiB READ (16 slices over 2 QPs) completes with its bytes whatever
 //   the depths.
 // - an owner spreads its endpoints over its cqs_per_worker CQs (the one
-//   whose ledger tracks the fewest QPs), as the CQ budget
+//   with the fewest live endpoints), as the CQ budget
 //   (EngineConfig::EndpointsPerCq) assumes; before, every endpoint went on
 //   the owner's first CQ.
 // These tests check the attributes the QPs get, through the fabric's view
