@@ -62,11 +62,13 @@ void Worker::PostAll() {
 }
 
 Worker::PendingQueue& Worker::QueueOf(uint32_t context, const std::string& peer_path) {
-  // Found by a view (no copy of the path); a key is made only when new.
-  auto it = pending_.find(KeyView{context, peer_path});
-  if (it != pending_.end()) return it->second;
+  // Found by a view (no copy of the path); a key is made only when new,
+  // and inserted at the place the search found (one walk of the tree).
+  const KeyView view{context, peer_path};
+  auto it = pending_.lower_bound(view);
+  if (it != pending_.end() && !KeyLess()(view, it->first)) return it->second;
   if (spare_keys_.empty())
-    return pending_.emplace(Key{context, peer_path}, PendingQueue()).first->second;
+    return pending_.emplace_hint(it, Key{context, peer_path}, PendingQueue())->second;
   PendingMap::node_type node = std::move(spare_keys_.back());
   spare_keys_.pop_back();
   FERRY_CHECK(node.mapped().empty());  // taken out empty, never filled since
@@ -74,9 +76,10 @@ Worker::PendingQueue& Worker::QueueOf(uint32_t context, const std::string& peer_
   spare_slots_ -= node.mapped().capacity();
   node.key().first = context;
   node.key().second.assign(peer_path);  // reuses the old path's capacity
-  auto ins = pending_.insert(std::move(node));
-  FERRY_CHECK(ins.inserted);
-  return ins.position->second;
+  const size_t size_before = pending_.size();
+  auto pos = pending_.insert(it, std::move(node));
+  FERRY_CHECK_EQ(pending_.size(), size_before + 1);  // the key was not there
+  return pos->second;
 }
 
 // PostAll's work for one key with queued slices.

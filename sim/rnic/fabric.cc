@@ -2,7 +2,8 @@
 // path for devices, PDs, MRs, channels and CQs, handle checks and
 // violations, contexts, async events, ground-truth queries. One file per
 // job for the rest: fabric_qp.cc (the QP state machine: create, modify,
-// query, destroy), fabric_datapath.cc (events, post_send, the requester's
+// query, destroy), event_queue.h (future events in (t_ns, seq) order),
+// fabric_datapath.cc (stepping events, post_send, the requester's
 // packets), fabric_responder.cc, fabric_completion.cc (responses, retry
 // timer, error and flush, CQEs, overrun), fabric_faults.cc (link and
 // scripted faults), fabric_stall.cc (the stall kinds: a QP that hangs and

@@ -48,6 +48,7 @@
 #include "hal/types.h"
 #include "hal/verbs.h"
 #include "sim/prng.h"
+#include "sim/rnic/event_queue.h"
 #include "sim/rnic/fault_plan.h"
 #include "sim/rnic/shadow_memory.h"
 #include "sim/scheduler.h"
@@ -340,51 +341,6 @@ class Fabric final : public Actor {
     uint32_t chan;  // FIFO channel (kNone: a standalone heap event)
     EvType type;
   };
-  // A binary min-heap on (t_ns, seq) with replace-top (one sift instead of
-  // pop + push when a channel's next event replaces its head).
-  class EventHeap {
-   public:
-    bool empty() const { return v_.empty(); }
-    size_t size() const { return v_.size(); }
-    const Event& top() const { return v_.front(); }
-    void push(const Event& e) {
-      v_.push_back(e);
-      size_t i = v_.size() - 1;
-      while (i > 0) {
-        const size_t p = (i - 1) / 2;
-        if (!Less(e, v_[p])) break;
-        v_[i] = v_[p];
-        i = p;
-      }
-      v_[i] = e;
-    }
-    void pop() {
-      const Event last = v_.back();
-      v_.pop_back();
-      if (!v_.empty()) SiftDown(last);
-    }
-    void replace_top(const Event& e) { SiftDown(e); }
-
-   private:
-    static bool Less(const Event& x, const Event& y) {
-      return x.t_ns != y.t_ns ? x.t_ns < y.t_ns : x.seq < y.seq;
-    }
-    void SiftDown(const Event& e) {
-      const size_t n = v_.size();
-      size_t i = 0;
-      for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n) break;
-        if (c + 1 < n && Less(v_[c + 1], v_[c])) ++c;
-        if (!Less(v_[c], e)) break;
-        v_[i] = v_[c];
-        i = c;
-      }
-      v_[i] = e;
-    }
-    std::vector<Event> v_;
-  };
-
   struct Cqe {
     hal::WorkCompletion wc;
     uint32_t qp = kNone;  // fabric QP index
@@ -887,30 +843,9 @@ class Fabric final : public Actor {
   uint32_t current_actor_ = 0;
   uint64_t next_event_seq_ = 0;
   uint64_t touched_hosts_ = 0;  // see TakeTouchedHosts
-  EventHeap events_;
-  // A channel's FIFO: a vector read from `head` (reset when drained), not a
-  // std::deque: libstdc++'s deque allocates when constructed and is copied
-  // (not moved) when chans_ grows, which cost more than the events did.
-  struct EventFifo {
-    std::vector<Event> v;
-    size_t head = 0;
-    bool empty() const { return head == v.size(); }
-    size_t size() const { return v.size() - head; }
-    const Event& front() const { return v[head]; }
-    const Event& back() const { return v.back(); }
-    void push_back(const Event& e) { v.push_back(e); }
-    void pop_front() {
-      if (++head == v.size()) {
-        v.clear();
-        head = 0;
-      } else if (head >= 1024 && head * 2 >= v.size()) {
-        // A channel that never drains keeps at most twice its live events.
-        v.erase(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(head));
-        head = 0;
-      }
-    }
-  };
-  std::vector<EventFifo> chans_;
+  // Future events in (t_ns, seq) order; the per-QP channels (ReqChan,
+  // RespChan, CqeChan) are FIFOs in time.
+  EventQueue<Event> events_;
 
   std::vector<Host> hosts_;
   std::vector<Device> devices_;

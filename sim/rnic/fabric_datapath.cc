@@ -1,5 +1,5 @@
-// sim/rnic/fabric_datapath.cc: the simulated RNIC's event queue and the
-// requester's side of the data path: post_send, starting WRs, sending
+// sim/rnic/fabric_datapath.cc: stepping the simulated RNIC's event queue
+// (event_queue.h) and the requester's side of the data path: post_send, starting WRs, sending
 // request packets (serialization, arrival, loss), local DMA and rkey
 // resolution. The responder, completions and faults have their own files
 // (fabric.cc lists them).
@@ -29,39 +29,13 @@ using namespace fabric_internal;  // NOLINT(build/namespaces): the fabric's own 
 
 void Fabric::Push(EvType type, uint64_t t_ns, uint32_t a, uint32_t b, uint64_t c, uint32_t d,
                   uint32_t chan) {
-  FERRY_CHECK_LT(events_.size(), size_t{1} << 28);
-  const Event e{t_ns, next_event_seq_++, c, a, b, d, chan, type};
-  if (chan == kNone) {
-    events_.push(e);
-    return;
-  }
-  if (chan >= chans_.size()) chans_.resize(chan + 1);
-  EventFifo& f = chans_[chan];
-  FERRY_CHECK_LT(f.size(), size_t{1} << 26);
-  if (f.empty()) {
-    events_.push(e);
-  } else {
-    FERRY_CHECK_LE(f.back().t_ns, t_ns);  // a channel is FIFO in time
-  }
-  f.push_back(e);
+  static_assert(kNone == EventQueue<Event>::kNoChannel);
+  events_.Push(Event{t_ns, next_event_seq_++, c, a, b, d, chan, type});
 }
 
-Fabric::Event Fabric::PopNext() {
-  const Event e = events_.top();
-  if (e.chan != kNone) {
-    EventFifo& f = chans_[e.chan];
-    FERRY_CHECK(!f.empty() && f.front().seq == e.seq);
-    f.pop_front();
-    if (!f.empty()) {
-      events_.replace_top(f.front());
-      return e;
-    }
-  }
-  events_.pop();
-  return e;
-}
+Fabric::Event Fabric::PopNext() { return events_.PopNext(); }
 
-bool Fabric::Runnable() { return !events_.empty() && events_.top().t_ns <= clock_->NowNs(); }
+bool Fabric::Runnable() { return !events_.empty() && events_.top_t_ns() <= clock_->NowNs(); }
 
 uint64_t Fabric::Step() {
   for (uint32_t n = 0; n < config_.events_per_step_max && Runnable(); ++n) {
@@ -73,11 +47,11 @@ uint64_t Fabric::Step() {
 
 std::optional<uint64_t> Fabric::NextWakeNs() {
   if (events_.empty()) return std::nullopt;
-  return events_.top().t_ns;
+  return events_.top_t_ns();
 }
 
 void Fabric::RunUntil(uint64_t t_ns) {
-  while (!events_.empty() && events_.top().t_ns <= t_ns) {
+  while (!events_.empty() && events_.top_t_ns() <= t_ns) {
     const Event e = PopNext();
     clock_->AdvanceTo(e.t_ns);
     Dispatch(e);
@@ -87,7 +61,7 @@ void Fabric::RunUntil(uint64_t t_ns) {
 
 bool Fabric::Settle(uint64_t budget_ns) {
   const uint64_t end = clock_->NowNs() + budget_ns;
-  while (!events_.empty() && events_.top().t_ns <= end) {
+  while (!events_.empty() && events_.top_t_ns() <= end) {
     const Event e = PopNext();
     clock_->AdvanceTo(e.t_ns);
     Dispatch(e);
