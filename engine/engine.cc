@@ -372,7 +372,7 @@ void EngineImpl::DescriptorArrived(uint64_t token, const SegmentDescriptor& d) {
         for (size_t i = 0; i < d.buffers.size(); ++i)  // as in PollOpenSegment
           (void)rs.Add(d.buffers[i].addr, d.buffers[i].length_bytes, i,
                        static_cast<uint32_t>(d.buffers[i].access));
-        segment_ranges_[segment] = std::move(rs);
+        ps.ranges = std::move(rs);
         ps.descriptor = d;
         ps.stale = false;
         ++ps.refetches_applied;
@@ -525,13 +525,14 @@ absl::StatusOr<std::optional<SegmentHandle>> EngineImpl::PollOpenSegment(OpenTok
     OpenState& o = it->second;
     if (o.descriptor.has_value()) {
       const uint64_t id = next_segment_++;
-      engine::RangeSet& rs = segment_ranges_[id];
+      PeerSegment& ps = segments_[id];
       // Overlapping or empty buffers are left out; the tag is the buffer's
       // index (RouteOf takes its rkeys by it).
       for (size_t i = 0; i < o.descriptor->buffers.size(); ++i)
-        (void)rs.Add(o.descriptor->buffers[i].addr, o.descriptor->buffers[i].length_bytes, i,
-                     static_cast<uint32_t>(o.descriptor->buffers[i].access));
-      segments_[id].descriptor = std::move(*o.descriptor);
+        (void)ps.ranges.Add(o.descriptor->buffers[i].addr, o.descriptor->buffers[i].length_bytes, i,
+                            static_cast<uint32_t>(o.descriptor->buffers[i].access));
+      ps.descriptor = std::move(*o.descriptor);
+      FERRY_CHECK(segment_index_.emplace(id, &ps).second);
       opens_.erase(it);
       return std::optional<SegmentHandle>(SegmentHandle{id});
     }
@@ -575,7 +576,7 @@ absl::Status EngineImpl::CloseSegment(SegmentHandle segment) {
     NoteRefetchEnded(it->second.refetch_token);
   }
   segments_.erase(it);
-  segment_ranges_.erase(segment.id);
+  FERRY_CHECK_EQ(segment_index_.erase(segment.id), 1u);
   return absl::OkStatus();
 }
 
@@ -647,7 +648,7 @@ std::shared_ptr<engine::TaskRoute> EngineImpl::RouteOf(const Request& r, uint32_
                                                        uint64_t now) {
   // The descriptor held now, stale or not (a refetch in flight does not
   // hold the submit back; see Engine::GetSegmentInfo).
-  PeerSegment& ps = segments_.at(r.segment.id);
+  PeerSegment& ps = *segment_index_.at(r.segment.id);
   const SegmentDescriptor& seg = ps.descriptor;
   engine::TaskGeometry g;
   g.length_bytes = r.length_bytes;
@@ -694,15 +695,13 @@ std::shared_ptr<engine::TaskRoute> EngineImpl::RouteOf(const Request& r, uint32_
   }
   // The buffer C8 validated the remote range against (its index is the
   // range's tag).
-  if (auto rs = segment_ranges_.find(r.segment.id); rs != segment_ranges_.end()) {
-    if (const std::optional<engine::Range> b = rs->second.Covering(r.remote_addr);
-        b.has_value() && b->tag < seg.buffers.size()) {
-      const BufferDescriptor& buf = seg.buffers[b->tag];
-      route->rkey = pdev < buf.rkeys.size() ? buf.rkeys[pdev] : 0;
-      // Reached through windows on that device: the owner takes the rkey
-      // of the window bound on the QP each slice is posted on.
-      if (pdev < 64 && ((buf.window_devices >> pdev) & 1) != 0) route->window = buf.window;
-    }
+  if (const std::optional<engine::Range> b = ps.ranges.Covering(r.remote_addr);
+      b.has_value() && b->tag < seg.buffers.size()) {
+    const BufferDescriptor& buf = seg.buffers[b->tag];
+    route->rkey = pdev < buf.rkeys.size() ? buf.rkeys[pdev] : 0;
+    // Reached through windows on that device: the owner takes the rkey
+    // of the window bound on the QP each slice is posted on.
+    if (pdev < 64 && ((buf.window_devices >> pdev) & 1) != 0) route->window = buf.window;
   }
   return route;
 }
@@ -788,8 +787,8 @@ std::optional<size_t> EngineImpl::Validate(const Batch& b, absl::Span<const Requ
   const bool all_ok = engine::ValidateRequestsInto(
       requests, mr_ranges_,
       [this](SegmentHandle h) ABSL_NO_THREAD_SAFETY_ANALYSIS -> const engine::RangeSet* {
-        auto it = segment_ranges_.find(h.id);
-        return it == segment_ranges_.end() ? nullptr : &it->second;
+        auto it = segment_index_.find(h.id);
+        return it == segment_index_.end() ? nullptr : &it->second->ranges;
       },
       config_.request_bytes_max, b.capacity - b.tasks.size() - notify_tasks,
       mutations_ == nullptr || !mutations_->on(base::Mutation::kEngineC8NoRemoteAccessCheck),
