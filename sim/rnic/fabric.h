@@ -478,6 +478,9 @@ class Fabric final : public Actor {
     uint32_t psn_base = 0;      // wire psn = (psn_base + vpsn) & 0xffffff
     uint64_t sent_vpsn_hi = 0;  // 1 + the highest vpsn ever sent: responses past it are invalid
     uint64_t last_req_arrival_ns = 0, last_resp_arrival_ns = 0;
+    // Its request packets in the event queue (sent, not yet arrived): ACK
+    // coalescing asks whether more are on the wire behind one.
+    uint32_t reqs_queued = 0;
     uint32_t retries = 0;
     // A retry sequence is under way (rxe's comp.started_retry): a NAK or an
     // implied NAK starts no other until progress or the retry timer.
@@ -633,8 +636,14 @@ class Fabric final : public Actor {
   void NoteCall();
 
   // ---- engine internals
+  // Queues an event; `chan` is its FIFO-in-time channel, `lane` a FIFO it
+  // waits in when that keeps the lane sorted (event_queue.h): kTimerLane,
+  // kCqeLane, PacketLane(the sending device).
   void Push(EvType type, uint64_t t_ns, uint32_t a, uint32_t b, uint64_t c, uint32_t d,
-            uint32_t chan = kNone);
+            uint32_t chan = kNone, uint32_t lane = kNone);
+  static constexpr uint32_t kTimerLane = 0;
+  static constexpr uint32_t kCqeLane = 1;
+  static uint32_t PacketLane(uint32_t dev) { return 2 + dev; }
   Event PopNext();
   // Channels: per QP, its request path, its response path and its CQE
   // delivery FIFO. Events of one channel are in (time, seq) order, so only

@@ -360,7 +360,7 @@ inline void Fabric::QueueCqe(uint32_t qi, Qp& q, const Cqe& c, bool flush) {
   q.pending.push_back(PendingCqe{ready, c, flush});
   if (c.recv) ++q.pending_recv;
   Push(EvType::kCqeDeliver, ready, qi, 0, 0, 0,
-       config_.mutations.on(base::Mutation::kSimPerQpOrderOff) ? kNone : CqeChan(qi));
+       config_.mutations.on(base::Mutation::kSimPerQpOrderOff) ? kNone : CqeChan(qi), kCqeLane);
 }
 
 void Fabric::DeliverPending(uint32_t qi) {

@@ -28,9 +28,9 @@ using namespace fabric_internal;  // NOLINT(build/namespaces): the fabric's own 
 // ------------------------------------------------------------------ events
 
 void Fabric::Push(EvType type, uint64_t t_ns, uint32_t a, uint32_t b, uint64_t c, uint32_t d,
-                  uint32_t chan) {
-  static_assert(kNone == EventQueue<Event>::kNoChannel);
-  events_.Push(Event{t_ns, next_event_seq_++, c, a, b, d, chan, type});
+                  uint32_t chan, uint32_t lane) {
+  static_assert(kNone == EventQueue<Event>::kNoChannel && kNone == EventQueue<Event>::kNoLane);
+  events_.Push(Event{t_ns, next_event_seq_++, c, a, b, d, chan, type}, lane);
 }
 
 Fabric::Event Fabric::PopNext() { return events_.PopNext(); }
@@ -83,6 +83,8 @@ void Fabric::Dispatch(const Event& e) {
   }
   switch (e.type) {
     case EvType::kReq:
+      FERRY_CHECK_GT(qps_[e.a]->reqs_queued, 0u);
+      --qps_[e.a]->reqs_queued;
       OnReq(e);
       break;
     case EvType::kResp:
@@ -227,7 +229,7 @@ uint64_t Fabric::TimeoutNs(const Qp& q) const { return uint64_t{4096} << q.attr.
 void Fabric::ArmTimer(uint32_t qi, Qp& q) {
   if (q.timer_pending || q.attr.timeout == 0 || q.sent_vpsn == q.ack_vpsn) return;
   q.timer_pending = true;
-  Push(EvType::kTimer, q.last_progress_ns + TimeoutNs(q), qi, 0, 0, 0);
+  Push(EvType::kTimer, q.last_progress_ns + TimeoutNs(q), qi, 0, 0, 0, kNone, kTimerLane);
 }
 
 bool Fabric::StartWr(uint32_t qi, Qp& q, Wr& w) {
@@ -350,8 +352,9 @@ void Fabric::SendReq(uint32_t qi, Qp& q, Wr& w, uint64_t vpsn) {
   }
   const uint64_t t = Arrival(depart_ns, &q.last_req_arrival_ns, &q.path_faults);
   q.sent_vpsn_hi = std::max(q.sent_vpsn_hi, vpsn + 1);
+  ++q.reqs_queued;
   Push(EvType::kReq, t, qi, static_cast<uint32_t>(w.seq), vpsn,
-       static_cast<uint32_t>((q.psn_base + vpsn) & kPsnMask), ReqChan(qi));
+       static_cast<uint32_t>((q.psn_base + vpsn) & kPsnMask), ReqChan(qi), PacketLane(q.dev));
 }
 
 void Fabric::SendResp(uint32_t ri, Qp& r, uint32_t src_qi, RespKind kind, uint32_t wire_psn,
@@ -374,7 +377,7 @@ void Fabric::SendResp(uint32_t ri, Qp& r, uint32_t src_qi, RespKind kind, uint32
   }
   const uint64_t t = Arrival(depart_ns, &r.last_resp_arrival_ns, &req.path_faults);
   Push(EvType::kResp, t, req_qi, static_cast<uint32_t>(kind) | (rnr_timer & 0x1f) << 8, src_vpsn,
-       wire_psn, RespChan(ri));
+       wire_psn, RespChan(ri), PacketLane(r.dev));
 }
 
 void Fabric::ShadowCheck(const void* addr, uint64_t len, bool local, std::string_view what) {

@@ -179,7 +179,7 @@ inline void Fabric::AckExecuted(const ReqPacket& p) {
   // packet; the last one in a burst is always acknowledged.
   if (e.c + 1 == wr.vpsn_first + wr.npkts) {
     ++r.unacked_wrs;
-    const bool more = events_.ChannelHasMore(e.chan);
+    const bool more = qps_[e.a]->reqs_queued != 0;
     if (!more || r.unacked_wrs >= kAckEvery) {
       r.unacked_wrs = 0;
       SendResp(p.ri, r, e.a, kAck, e.d, e.c);
