@@ -32,6 +32,7 @@
 #include <list>
 #include <optional>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -64,7 +65,7 @@ class EndpointStore {
   size_t capacity() const { return capacity_; }
 
   // A hit: returns the value and marks the entry visited. nullptr if absent.
-  // `K`: EndpointKey or EndpointKeyView.
+  // `K`: EndpointKey, EndpointKeyView or HashedEndpointKeyView.
   template <typename K>
   V* Find(const K& key) {
     auto it = index_.find(key);
@@ -197,7 +198,11 @@ class EndpointStore {
     using is_transparent = void;
     template <typename K>
     size_t operator()(const K& k) const {
-      return static_cast<size_t>(EndpointKeyHash(k.local_nic, k.peer_nic_path));
+      if constexpr (std::is_same_v<K, HashedEndpointKeyView>) {
+        return static_cast<size_t>(k.hash);
+      } else {
+        return static_cast<size_t>(EndpointKeyHash(k.local_nic, k.peer_nic_path));
+      }
     }
   };
   struct KeyEq {

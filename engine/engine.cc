@@ -767,7 +767,7 @@ void EngineImpl::Submit(BatchId batch, absl::Span<const Request> requests,
       std::shared_ptr<TaskRoute> route = RouteOf(r, index, now);
       b.tasks.push_back(route);
       out.tasks.push_back(TaskId{batch, index});
-      routed.emplace_back(OwnerOf(route->context, *route->peer_path), route);
+      routed.emplace_back(OwnerOfRoute(*route), route);
     }
     if (note != nullptr) {
       out.notify_task = TaskId{batch, static_cast<uint32_t>(b.tasks.size())};

@@ -165,6 +165,13 @@ class EngineImpl {
     return static_cast<uint32_t>(engine::EndpointKeyHash(contexts_[context]->device(), peer_path) %
                                  config_.workers);
   }
+  // OwnerOf the route's key; keeps the key's hash in the route.
+  uint32_t OwnerOfRoute(engine::TaskRoute& route) const {
+    const uint64_t h =
+        engine::EndpointKeyHash(contexts_[route.context]->device(), *route.peer_path);
+    route.key_hash = h;
+    return static_cast<uint32_t>(h % config_.workers);
+  }
   const EngineConfig& config() const { return config_; }
   const EngineEnv& env() const { return env_; }
   uint64_t incarnation() const { return incarnation_; }

@@ -36,6 +36,15 @@ struct EndpointKeyView {
   std::string_view peer_nic_path;
 };
 
+// An EndpointKeyView with its EndpointKeyHash already computed (Submit
+// computes it once per request to choose the owner; the owner's endpoint
+// store lookup reuses it instead of hashing the strings again).
+struct HashedEndpointKeyView {
+  std::string_view local_nic;
+  std::string_view peer_nic_path;
+  uint64_t hash = 0;  // EndpointKeyHash(local_nic, peer_nic_path)
+};
+
 // fnv1a64 over local NIC bytes, a u64 0 separator, peer NIC path bytes.
 inline uint64_t EndpointKeyHash(std::string_view local_nic, std::string_view peer_nic_path) {
   uint64_t h = base::kFnv1a64Offset;

@@ -89,8 +89,18 @@ Endpoint* Worker::Peek(const Key& key) const {
   return p == nullptr ? nullptr : p->get();
 }
 
-Endpoint* Worker::Hit(const Key& key) {
-  auto* p = stores_[key.first]->Find(StoreKeyView(key));
+Endpoint* Worker::Hit(const Key& key, const TaskRoute& front) {
+  std::unique_ptr<Endpoint>* p;
+  if (front.key_hash.has_value()) {
+    // The route's key is this key (QueueOf placed it here by its context
+    // and path), so its hash is this key's.
+    FERRY_CHECK(front.context == key.first && front.peer_path->size() == key.second.size());
+    const EndpointKeyView v = StoreKeyView(key);
+    p = stores_[key.first]->Find(
+        HashedEndpointKeyView{v.local_nic, v.peer_nic_path, *front.key_hash});
+  } else {
+    p = stores_[key.first]->Find(StoreKeyView(key));
+  }
   return p == nullptr ? nullptr : p->get();
 }
 

@@ -140,6 +140,9 @@ struct TaskRoute {
   uint64_t remote_addr = 0;
   uint32_t context = 0;                          // local context index (rail)
   std::shared_ptr<const std::string> peer_path;  // "host:port@nic", shared per segment
+  // EndpointKeyHash(context's device, *peer_path) when Submit computed it
+  // (to choose the owner); the owner's store lookup reuses it.
+  std::optional<uint64_t> key_hash;
   uint32_t lkey = 0;
   uint32_t rkey = 0;
   uint64_t region = 0;           // local MR table id (lkey refreshed after a re-enable)
@@ -476,7 +479,10 @@ class Worker {
     return EndpointKeyView{env_->contexts[key.first]->device(), key.second};
   }
   Endpoint* Peek(const Key& key) const;
-  Endpoint* Hit(const Key& key);
+  // The key's endpoint (a hit for the store's eviction), or nullptr; the
+  // lookup takes the key's hash from `front` (a route queued under the key)
+  // when Submit computed it.
+  Endpoint* Hit(const Key& key, const TaskRoute& front);
   std::vector<Endpoint*> LiveList() const;
   // The endpoints of LiveList, in its order, without the copy; `f` must not
   // add, remove or retire endpoints.

@@ -87,7 +87,7 @@ void Worker::PostKey(const Key& key, PendingQueue& dq, uint32_t* budget) {
   DropLatched(dq);
   DropExitedFront(key, dq);
   if (dq.empty()) return;
-  Endpoint* ep = Hit(key);
+  Endpoint* ep = Hit(key, *dq.front().route);
   if (ep == nullptr) {
     OpenFor(key, dq);
     return;
