@@ -363,6 +363,15 @@ uint32_t Fabric::FindQpByNumber(uint32_t dev, uint32_t qpn) const {
   return it == devices_[dev].qpn_to_qp.end() ? kNone : it->second;
 }
 
+uint32_t Fabric::PeerQpOf(const Qp& q) const {
+  Qp::PeerQpCache& c = q.peer_qp_cache;
+  if (c.epoch != qpn_epoch_ || c.dev != q.dst_dev || c.qpn != q.attr.dest_qp_num) {
+    c = Qp::PeerQpCache{qpn_epoch_, q.dst_dev, q.attr.dest_qp_num,
+                        FindQpByNumber(q.dst_dev, q.attr.dest_qp_num)};
+  }
+  return c.qi;
+}
+
 absl::StatusOr<std::vector<hal::DeviceInfo>> Fabric::VerbListDevices(uint32_t host) {
   NoteCall();
   std::vector<hal::DeviceInfo> out;

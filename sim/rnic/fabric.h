@@ -481,6 +481,13 @@ class Fabric final : public Actor {
     // Its request packets in the event queue (sent, not yet arrived): ACK
     // coalescing asks whether more are on the wire behind one.
     uint32_t reqs_queued = 0;
+    // PeerQpOf's last answer: the QP numbered attr.dest_qp_num on dst_dev,
+    // valid while qpn_epoch_ and that pair are unchanged.
+    struct PeerQpCache {
+      uint64_t epoch = ~uint64_t{0};
+      uint32_t dev = 0, qpn = 0, qi = 0;
+    };
+    mutable PeerQpCache peer_qp_cache;
     uint32_t retries = 0;
     // A retry sequence is under way (rxe's comp.started_retry): a NAK or an
     // implied NAK starts no other until progress or the retry timer.
@@ -807,6 +814,10 @@ class Fabric final : public Actor {
   void LinkUp(uint32_t dev);
   uint32_t FindDevice(uint32_t host, std::string_view name) const;
   uint32_t FindQpByNumber(uint32_t dev, uint32_t qpn) const;
+  // FindQpByNumber(q.dst_dev, q.attr.dest_qp_num) (q.dst_dev must be a
+  // device), cached in q: one lookup per request packet and per response
+  // was the simulated RNIC's largest table search (bench/scale).
+  uint32_t PeerQpOf(const Qp& q) const;
   // Ground truth on a move to RTR or RTS: if the QP it names names it back
   // (a connected pair), each side's RTR PSN must be the other's send PSN.
   // A handshake that pairs QPs by number across peer generations (QPNs are
@@ -851,6 +862,8 @@ class Fabric final : public Actor {
   Trace* trace_;
   uint32_t current_actor_ = 0;
   uint64_t next_event_seq_ = 0;
+  // Moves whenever a device's QP-number table changes (PeerQpOf's caches).
+  uint64_t qpn_epoch_ = 0;
   uint64_t touched_hosts_ = 0;  // see TakeTouchedHosts
   // Future events in (t_ns, seq) order; the per-QP channels (ReqChan,
   // RespChan, CqeChan) are FIFOs in time.

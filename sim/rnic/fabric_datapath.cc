@@ -362,7 +362,7 @@ void Fabric::SendResp(uint32_t ri, Qp& r, uint32_t src_qi, RespKind kind, uint32
   ++stats_.packets_sent;
   uint32_t req_qi = src_qi;
   if (!config_.mutations.on(base::Mutation::kSimRespToSource)) {
-    req_qi = r.dst_dev == kNone ? kNone : FindQpByNumber(r.dst_dev, r.attr.dest_qp_num);
+    req_qi = r.dst_dev == kNone ? kNone : PeerQpOf(r);
   }
   const uint64_t depart_ns = Serialize(r.dev, payload_bytes);
   if (req_qi == kNone) {  // the peer QP is gone: the response goes nowhere

@@ -92,6 +92,7 @@ absl::StatusOr<hal::QpInfo> Fabric::VerbCreateQp(uint32_t host, hal::PdHandle pd
   }
   const uint32_t qi = static_cast<uint32_t>(qps_.size());
   d.qpn_to_qp[q->qpn] = qi;
+  ++qpn_epoch_;
   cqs_[sci].qps.push_back(qi);
   if (rci != sci) cqs_[rci].qps.push_back(qi);
   ++pds_[pi].live_children;
@@ -364,6 +365,7 @@ absl::StatusOr<hal::QpAttr> Fabric::VerbQueryQp(uint32_t host, hal::QpHandle qph
 
 void Fabric::FreeQpn(uint32_t dev, uint32_t qpn) {
   devices_[dev].qpn_to_qp.erase(qpn);
+  ++qpn_epoch_;
   devices_[dev].free_qpns.push_back(qpn);
 }
 

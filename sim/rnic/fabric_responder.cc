@@ -42,7 +42,7 @@ void Fabric::OnReq(const Event& e) {
   }
   const uint32_t dev = rq.dst_dev;
   if (dev == kNone || !devices_[dev].port_up) return DropReq(rq);
-  const uint32_t ri = FindQpByNumber(dev, rq.attr.dest_qp_num);
+  const uint32_t ri = PeerQpOf(rq);
   if (ri == kNone) return DropReq(rq);
   Qp& r = *qps_[ri];
   const QpState rs = r.attr.qp_state;
