@@ -1,7 +1,7 @@
 // sim/rnic/fabric_datapath.cc: stepping the simulated RNIC's event queue
-// (event_queue.h) and the requester's side of the data path: post_send, starting WRs, sending
-// request packets (serialization, arrival, loss), local DMA and rkey
-// resolution. The responder, completions and faults have their own files
+// (event_queue.h) and the requester's side of the data path: post_send,
+// starting WRs, sending request packets (serialization, arrival, loss),
+// local DMA and rkey resolution. The responder, completions and faults have their own files
 // (fabric.cc lists them).
 //
 // What must stay true:
