@@ -160,17 +160,18 @@ class EngineImpl {
   // The worker that owns the endpoint of (local context, peer NIC path)
   // (docs/design.md section 4, "Ownership"): where Submit routes a task.
   uint32_t OwnerOf(uint32_t context, std::string_view peer_path) const {
-    // The hash of OwnerForKey without building an EndpointKey (no copy of
-    // the path per request).
-    return static_cast<uint32_t>(engine::EndpointKeyHash(contexts_[context]->device(), peer_path) %
-                                 config_.workers);
+    return static_cast<uint32_t>(KeyHashOf(context, peer_path) % config_.workers);
   }
-  // OwnerOf the route's key; keeps the key's hash in the route.
+  // OwnerOf the route's key; keeps the key's hash in the route (the
+  // owner's endpoint-store lookup reuses it).
   uint32_t OwnerOfRoute(engine::TaskRoute& route) const {
-    const uint64_t h =
-        engine::EndpointKeyHash(contexts_[route.context]->device(), *route.peer_path);
-    route.key_hash = h;
-    return static_cast<uint32_t>(h % config_.workers);
+    route.key_hash = KeyHashOf(route.context, *route.peer_path);
+    return static_cast<uint32_t>(*route.key_hash % config_.workers);
+  }
+  // The hash of OwnerForKey without building an EndpointKey (no copy of
+  // the path per request).
+  uint64_t KeyHashOf(uint32_t context, std::string_view peer_path) const {
+    return engine::EndpointKeyHash(contexts_[context]->device(), peer_path);
   }
   const EngineConfig& config() const { return config_; }
   const EngineEnv& env() const { return env_; }

@@ -114,7 +114,7 @@ void EngineImpl::EnqueueNotify(Routed& routed, size_t data,
   const bool now_anyway =
       mutations_ != nullptr && mutations_->on(base::Mutation::kEngineNotifyBeforeData);
   if (data == 0 || now_anyway) {
-    routed.emplace_back(OwnerOf(note->context, *note->peer_path), note);
+    routed.emplace_back(OwnerOfRoute(*note), note);
     return;
   }
   GateOn(absl::MakeSpan(routed).subspan(routed.size() - data), note);
@@ -122,7 +122,7 @@ void EngineImpl::EnqueueNotify(Routed& routed, size_t data,
 
 void EngineImpl::GateOn(absl::Span<std::pair<uint32_t, std::shared_ptr<TaskRoute>>> data,
                         const std::shared_ptr<TaskRoute>& note) {
-  const uint32_t owner = OwnerOf(note->context, *note->peer_path);
+  const uint32_t owner = OwnerOfRoute(*note);
   auto gate = std::make_shared<engine::NotifyGate>(
       static_cast<uint32_t>(data.size()), note,
       [this, owner](const std::shared_ptr<TaskRoute>& r) {

@@ -651,7 +651,6 @@ class Fabric final : public Actor {
   static constexpr uint32_t kTimerLane = 0;
   static constexpr uint32_t kCqeLane = 1;
   static uint32_t PacketLane(uint32_t dev) { return 2 + dev; }
-  Event PopNext();
   // Channels: per QP, its request path, its response path and its CQE
   // delivery FIFO. Events of one channel are in (time, seq) order, so only
   // each channel's head sits in the heap: the heap stays small.

@@ -33,13 +33,11 @@ void Fabric::Push(EvType type, uint64_t t_ns, uint32_t a, uint32_t b, uint64_t c
   events_.Push(Event{t_ns, next_event_seq_++, c, a, b, d, chan, type}, lane);
 }
 
-Fabric::Event Fabric::PopNext() { return events_.PopNext(); }
-
 bool Fabric::Runnable() { return !events_.empty() && events_.top_t_ns() <= clock_->NowNs(); }
 
 uint64_t Fabric::Step() {
   for (uint32_t n = 0; n < config_.events_per_step_max && Runnable(); ++n) {
-    const Event e = PopNext();
+    const Event e = events_.PopNext();
     Dispatch(e);
   }
   return 0;
@@ -52,7 +50,7 @@ std::optional<uint64_t> Fabric::NextWakeNs() {
 
 void Fabric::RunUntil(uint64_t t_ns) {
   while (!events_.empty() && events_.top_t_ns() <= t_ns) {
-    const Event e = PopNext();
+    const Event e = events_.PopNext();
     clock_->AdvanceTo(e.t_ns);
     Dispatch(e);
   }
@@ -62,7 +60,7 @@ void Fabric::RunUntil(uint64_t t_ns) {
 bool Fabric::Settle(uint64_t budget_ns) {
   const uint64_t end = clock_->NowNs() + budget_ns;
   while (!events_.empty() && events_.top_t_ns() <= end) {
-    const Event e = PopNext();
+    const Event e = events_.PopNext();
     clock_->AdvanceTo(e.t_ns);
     Dispatch(e);
   }
@@ -83,8 +81,6 @@ void Fabric::Dispatch(const Event& e) {
   }
   switch (e.type) {
     case EvType::kReq:
-      FERRY_CHECK_GT(qps_[e.a]->reqs_queued, 0u);
-      --qps_[e.a]->reqs_queued;
       OnReq(e);
       break;
     case EvType::kResp:

@@ -25,6 +25,8 @@ using namespace fabric_internal;  // NOLINT(build/namespaces): the fabric's own 
 // responder (PSN window, state), then execute it (ExecuteReq).
 void Fabric::OnReq(const Event& e) {
   Qp& rq = *qps_[e.a];
+  FERRY_CHECK_GT(rq.reqs_queued, 0u);
+  --rq.reqs_queued;                                    // this packet has left the wire
   if (!rq.alive || rq.sq.empty()) return DropReq(rq);  // requester gone: no DMA of its memory
   const Wr* wp = FindPacketWr(rq, e.b, e.c);
   if (wp == nullptr) return DropReq(rq);
