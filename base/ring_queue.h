@@ -62,6 +62,12 @@ class RingQueue {
     FERRY_CHECK_LT(i, size_);
     return slots_[(head_ + i) & (slots_.size() - 1)];
   }
+  // Frees the ring of an empty queue (capacity 0 after).
+  void ReleaseStorage() {
+    FERRY_CHECK_EQ(size_, 0u);
+    std::vector<T>().swap(slots_);
+    head_ = 0;
+  }
   void pop_front() {
     FERRY_CHECK_GT(size_, 0u);
     slots_[head_] = T();  // releases what the element held

@@ -22,9 +22,13 @@ namespace ferry::engine {
 
 using namespace worker_internal;  // NOLINT(build/namespaces): the worker's own helpers
 
-Worker::Worker(uint32_t id, WorkerEnv* env) : id_(id), env_(env), cfg_(*env->config) {
+Worker::Worker(uint32_t id, WorkerEnv* env)
+    : id_(id),
+      env_(env),
+      cfg_(*env->config),
+      pending_(std::max<size_t>(
+          kIdleKeysMin, size_t{env->config->endpoint_store_capacity} * env->contexts.size())) {
   FERRY_CHECK_LT(id_, cfg_.workers);
-  spare_keys_.reserve(kSpareKeysMax);
   for (Context* c : env_->contexts) {
     stores_.push_back(std::make_unique<Store>(cfg_.endpoint_store_capacity));
     rails_.emplace_back();
@@ -155,23 +159,24 @@ WaitSet Worker::WaitSetNow() {
   if (QuotaUsed() > recv_held_) ws.poll_now = true;
   ws.recv_posted = recv_held_ > 0;
   if (!bind_deadlines_.empty()) consider(bind_deadlines_.front().first);
-  // Keys with queued slices (PostAll erases the others).
-  for (const auto& [key, dq] : pending_) {
-    if (dq.empty()) continue;
+  // Keys with queued slices (any order: only the earliest time and flags
+  // are taken).
+  pending_.ForEachListed([&](const Key& key, const PendingQueue& dq) {
+    if (dq.empty()) return;
     if (const Endpoint* ep = Peek(key); ep != nullptr) {
       // Postable: READY, its rail up, a QP with room and CQ quota free.
-      if (ep->state() != EndpointState::kReady || RailPaused(key.first)) continue;
+      if (ep->state() != EndpointState::kReady || RailPaused(key.first)) return;
       // Waiting for the peer's windows: the WINREQ resend is the timer (a
       // WIN arrives through the inbox).
       if (std::optional<uint64_t> t = WindowWaitNs(*ep, dq.front())) {
         consider(t);
-        continue;
+        return;
       }
       const CqQuota& q = Ledger(ep->cq());
       for (const DataQp& qp : ep->qps())
         if (qp.fifo.size() < ep->wr_depth() && q.free() > 0 && !q.ZombieOverCap())
           ws.work_now = true;
-      continue;
+      return;
     }
     if (RailPaused(key.first) && !shutdown_) {
       // A cooldown ends by time; a port down or a parked context by an
@@ -185,7 +190,7 @@ WaitSet Worker::WaitSetNow() {
     }
     // Else the store is full of busy endpoints: a CQE, a handshake timer
     // or an inbox item changes that, and each wakes the worker.
-  }
+  });
   for (const auto& ep : retiring_) {
     consider(ep->NextRetireNs());
     // The destroy give-up (off by default) is a timer of its own: without
@@ -381,7 +386,7 @@ void Worker::OnSubmit(const std::shared_ptr<TaskRoute>& route) {
   tasks_.push_back(route);
   route->posted.reserve(route->task->slice_count());  // one entry per first post
   next_task_deadline_ns_ = std::min(next_task_deadline_ns_, route->task->geometry().deadline_ns);
-  PendingQueue& dq = QueueOf(route->context, *route->peer_path);
+  PendingQueue& dq = QueueOf(*route);
   for (uint32_t i = 0; i < route->task->slice_count(); ++i) dq.emplace_back(route, i);
 }
 

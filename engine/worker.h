@@ -73,6 +73,7 @@
 #include "engine/handshake.h"
 #include "engine/notify.h"
 #include "engine/owner.h"
+#include "engine/pending_keys.h"
 #include "engine/step.h"
 #include "engine/task.h"
 #include "ferry/config.h"
@@ -235,16 +236,6 @@ class Worker {
 
  private:
   using Key = std::pair<uint32_t, std::string>;  // (context, peer path)
-  using KeyView = std::pair<uint32_t, std::string_view>;
-  // Orders Key and KeyView alike (as Key's own operator< does), so a map
-  // keyed by Key is searched by a KeyView without copying the path.
-  struct KeyLess {
-    using is_transparent = void;
-    template <typename A, typename B>
-    bool operator()(const A& a, const B& b) const {
-      return KeyView(a.first, a.second) < KeyView(b.first, b.second);
-    }
-  };
   using Store = EndpointStore<std::unique_ptr<Endpoint>>;
   struct Slot {
     std::shared_ptr<TaskRoute> route;
@@ -298,9 +289,11 @@ class Worker {
   void DrainInbox();
   void PostAll();
   void PostKey(const Key& key, PendingQueue& dq, uint32_t* budget);
-  // The queue of (context, peer path), made (from a spare node when there
-  // is one) if the key has none.
-  PendingQueue& QueueOf(uint32_t context, const std::string& peer_path);
+  // The queue of the route's key, listed for the next PostAll (made, or an
+  // idle key's reused, if the key has none).
+  PendingQueue& QueueOf(const TaskRoute& route);
+  // The key's queue if the key has one (empty or not), else nullptr.
+  PendingQueue* FindQueue(const Key& key) const;
   // PostAll's phases (worker_post.cc has the order).
   void DropLatched(PendingQueue& dq);
   void OpenFor(const Key& key, PendingQueue& dq);
@@ -533,20 +526,14 @@ class Worker {
   // that one replaced.
   std::map<Key, uint64_t> ready_incarnation_;
   std::deque<Key> ready_order_;
-  // Queued slices per key. PostAll takes out a key whose queue it leaves
-  // empty, so the step walks only keys with queued slices; such map nodes
-  // (key, path and the queue's ring, all allocated) are kept in
-  // spare_keys_ and reused by QueueOf for the next new key, up to
-  // kSpareKeysMax nodes holding at most kSpareSlotsMax ring slots in all
-  // (spare_slots_), so traffic spread over up to that many peers at once
-  // allocates nothing per request (docs/operations.md 3.2, 3.3).
-  using PendingMap = std::map<Key, PendingQueue, KeyLess>;
+  // Queued slices per key, walked by PostAll in key order. A key whose
+  // queue empties stays idle for its next request, up to
+  // max(kIdleKeysMin, the endpoint stores' capacities) keys, so traffic
+  // spread over that many peers allocates nothing per request and pays no
+  // tree insert or erase (engine/pending_keys.h; docs/operations.md 3.2, 3.3).
+  static constexpr size_t kIdleKeysMin = 256;
   std::string event_key_;  // NoteEventAt's scratch ("nic|path")
-  static constexpr size_t kSpareKeysMax = 256;
-  static constexpr size_t kSpareSlotsMax = 4096;  // ring slots of all spares
-  PendingMap pending_;
-  std::vector<PendingMap::node_type> spare_keys_;  // reserved kSpareKeysMax
-  size_t spare_slots_ = 0;                         // sum of the spares' ring capacities
+  PendingKeys<PendingQueue> pending_;
   std::vector<Slot> slots_;
   std::vector<uint32_t> free_slots_;
   std::map<uint64_t, QpRef> qp_by_uid_;

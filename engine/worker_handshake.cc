@@ -96,9 +96,9 @@ absl::StatusOr<Endpoint*> Worker::NewEndpoint(const Key& key) {
 }
 
 bool Worker::Idle(const EndpointKey& k, const std::unique_ptr<Endpoint>& ep) const {
-  auto it = pending_.find(Key{ep->context(), k.peer_nic_path});
+  const PendingQueue* dq = FindQueue(Key{ep->context(), k.peer_nic_path});
   const bool no_wrs = ep->Outstanding() == 0 || Mut(base::Mutation::kEngineEvictBusyAsIdle);
-  return no_wrs && (it == pending_.end() || it->second.empty());
+  return no_wrs && (dq == nullptr || dq->empty());
 }
 
 void Worker::RetireStoreVictim(uint32_t ctx, Store::Evicted victim, uint64_t now) {
@@ -185,8 +185,8 @@ bool Worker::StoreHasRoom(uint32_t ctx) const {
   // two keys evict each other forever.
   bool idle = false;
   st.ForEach([&](const EndpointKey& k, const std::unique_ptr<Endpoint>& ep, bool) {
-    auto it = pending_.find(Key{ep->context(), k.peer_nic_path});
-    idle = idle || (ep->Outstanding() == 0 && (it == pending_.end() || it->second.empty()));
+    const PendingQueue* dq = FindQueue(Key{ep->context(), k.peer_nic_path});
+    idle = idle || (ep->Outstanding() == 0 && (dq == nullptr || dq->empty()));
   });
   return idle;
 }
@@ -592,9 +592,9 @@ void Worker::OnStaleOrError(const HandshakeMessage& m, const std::string& from) 
 }
 
 void Worker::FailBoundTo(const Key& key, uint64_t incarnation) {
-  auto it = pending_.find(key);
-  if (it == pending_.end() || incarnation == 0) return;
-  PendingQueue& dq = it->second;
+  PendingQueue* found = FindQueue(key);
+  if (found == nullptr || incarnation == 0) return;
+  PendingQueue& dq = *found;
   // One pass around the queue (bounded by its length): what stays goes
   // back to the end, so the order of the rest is kept.
   const size_t n = dq.size();

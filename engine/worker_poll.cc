@@ -161,7 +161,7 @@ void Worker::ResolveAttempt(const std::shared_ptr<TaskRoute>& route, uint32_t sl
 void Worker::Requeue(const std::shared_ptr<TaskRoute>& route, uint32_t slice) {
   route->task->Requeue(slice);
   if (route->task->slice(slice).Load().state == SliceState::kQueued)
-    QueueOf(route->context, *route->peer_path).push_front(Pending{route, slice});
+    QueueOf(*route).push_front(Pending{route, slice});
 }
 
 void Worker::ResolveFifoByEvidence(DataQp& q, RetireReason why) {

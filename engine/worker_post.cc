@@ -40,46 +40,25 @@ uint32_t Worker::AllocSlot() {
 //     ReturnUnposted  what was not posted goes back to the queue front
 void Worker::PostAll() {
   uint32_t budget = kPostsPerStepMax;
-  // A key whose queue is empty leaves the map (at the next PostAll if it
-  // emptied elsewhere), so each step walks only keys with queued slices.
-  for (auto it = pending_.begin(); it != pending_.end();) {
-    auto& [key, dq] = *it;
+  // Keys with queued slices, in key order; a key left empty goes idle.
+  pending_.Walk([&](const Key& key, PendingQueue& dq) {
     if (!dq.empty()) PostKey(key, dq, &budget);
-    if (!dq.empty()) {
-      ++it;
-      continue;
-    }
-    const auto next = std::next(it);
-    // A spare keeps its ring: the spares' rings are bounded in all.
-    if (spare_keys_.size() < kSpareKeysMax && spare_slots_ + dq.capacity() <= kSpareSlotsMax) {
-      spare_slots_ += dq.capacity();
-      spare_keys_.push_back(pending_.extract(it));  // reserved: no allocation
-    } else {
-      pending_.erase(it);
-    }
-    it = next;
-  }
+  });
 }
 
-Worker::PendingQueue& Worker::QueueOf(uint32_t context, const std::string& peer_path) {
-  // Found by a view (no copy of the path); a key is made only when new,
-  // and inserted at the place the search found (one walk of the tree).
-  const KeyView view{context, peer_path};
-  auto it = pending_.lower_bound(view);
-  if (it != pending_.end() && !KeyLess()(view, it->first)) return it->second;
-  if (spare_keys_.empty())
-    return pending_.emplace_hint(it, Key{context, peer_path}, PendingQueue())->second;
-  PendingMap::node_type node = std::move(spare_keys_.back());
-  spare_keys_.pop_back();
-  FERRY_CHECK(node.mapped().empty());  // taken out empty, never filled since
-  FERRY_CHECK_LE(node.mapped().capacity(), spare_slots_);
-  spare_slots_ -= node.mapped().capacity();
-  node.key().first = context;
-  node.key().second.assign(peer_path);  // reuses the old path's capacity
-  const size_t size_before = pending_.size();
-  auto pos = pending_.insert(it, std::move(node));
-  FERRY_CHECK_EQ(pending_.size(), size_before + 1);  // the key was not there
-  return pos->second;
+Worker::PendingQueue& Worker::QueueOf(const TaskRoute& route) {
+  const std::string_view path = *route.peer_path;
+  // Submit computed the key's hash to choose this owner (KeyHashOf); a
+  // route a test built has none.
+  const uint64_t hash = route.key_hash.has_value()
+                            ? *route.key_hash
+                            : EndpointKeyHash(env_->contexts[route.context]->device(), path);
+  return pending_.Of(route.context, path, hash);
+}
+
+Worker::PendingQueue* Worker::FindQueue(const Key& key) const {
+  const EndpointKeyView v = StoreKeyView(key);
+  return pending_.Find(key.first, key.second, EndpointKeyHash(v.local_nic, v.peer_nic_path));
 }
 
 // PostAll's work for one key with queued slices.
