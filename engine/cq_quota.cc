@@ -58,6 +58,14 @@ CqQuota::Entry* CqQuota::Find(uint64_t qp_id) const {
   return line.entry;
 }
 
+CqQuota::Entry* CqQuota::Find(uint64_t qp_id, QpHint* hint) const {
+  if (hint == nullptr) return Find(qp_id);
+  if (hint->ledger == this && hint->qp_id == qp_id && hint->layout == layout_) return hint->entry;
+  Entry* e = Find(qp_id);
+  *hint = e == nullptr ? QpHint{} : QpHint{this, qp_id, layout_, e};
+  return e;
+}
+
 absl::Status CqQuota::AddQp(hal::QpHandle qp) {
   if (!qp.valid()) return absl::InvalidArgumentError("CqQuota::AddQp: invalid QP handle");
   if (qps_.contains(qp.id))
@@ -68,8 +76,8 @@ absl::Status CqQuota::AddQp(hal::QpHandle qp) {
   return absl::OkStatus();
 }
 
-absl::Status CqQuota::Reserve(hal::QpHandle qp, uint32_t n) {
-  Entry* e = Find(qp.id);
+absl::Status CqQuota::Reserve(hal::QpHandle qp, uint32_t n, QpHint* hint) {
+  Entry* e = Find(qp.id, hint);
   if (e == nullptr)
     return absl::NotFoundError(absl::StrFormat("CqQuota::Reserve: QP %d not tracked", qp.id));
   if (e->state != QuotaQpState::kLive)
@@ -99,8 +107,8 @@ absl::Status CqQuota::Unreserve(hal::QpHandle qp, uint32_t n) {
   return absl::OkStatus();
 }
 
-absl::Status CqQuota::ReleaseOnCqe(hal::QpHandle qp) {
-  Entry* found = Find(qp.id);
+absl::Status CqQuota::ReleaseOnCqe(hal::QpHandle qp, QpHint* hint) {
+  Entry* found = Find(qp.id, hint);
   if (found == nullptr) {
     ++stray_cqes_;
     return absl::NotFoundError(

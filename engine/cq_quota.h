@@ -53,7 +53,22 @@ enum class QuotaQpState : uint8_t { kLive, kRetiring, kDestroyed };
 std::string_view QuotaQpStateName(QuotaQpState s);
 
 class CqQuota {
+ private:
+  struct Entry;
+
  public:
+  // A caller's memo of where one QP's entry sits, kept with the QP (the
+  // worker keeps one per data QP): Reserve and ReleaseOnCqe take it to skip
+  // the lookup, once per chain and once per CQE. Valid while it names this
+  // ledger and no QP was added or forgotten since it was filled (entries
+  // move only then); otherwise the call looks up and fills it again.
+  struct QpHint {
+    const CqQuota* ledger = nullptr;
+    uint64_t qp_id = 0;
+    uint64_t layout = 0;
+    Entry* entry = nullptr;
+  };
+
   // `capacity`: the CQ's actual size (hal::CqInfo::cqe). `mutations` may be
   // null and must outlive the ledger. With `check_every_op`, every mutating
   // call FERRY_CHECKs CheckInvariants() (tests, sim).
@@ -68,14 +83,14 @@ class CqQuota {
   // (nothing reserved) if that would pass the capacity; kNotFound for an
   // untracked QP; kFailedPrecondition unless LIVE (never post on a retiring
   // QP). n == 0 is a no-op.
-  absl::Status Reserve(hal::QpHandle qp, uint32_t n);
+  absl::Status Reserve(hal::QpHandle qp, uint32_t n, QpHint* hint = nullptr);
   // Returns n reserved CQEs of WRs post_send rejected. kNotFound, or
   // kFailedPrecondition if n exceeds what `qp` holds (nothing changes).
   absl::Status Unreserve(hal::QpHandle qp, uint32_t n);
   // One CQE of `qp` was polled: returns one CQE. kNotFound when the QP is
   // not tracked (e.g. already forgotten) and kFailedPrecondition when it
   // holds nothing: nothing changes and the call is counted in stray_cqes().
-  absl::Status ReleaseOnCqe(hal::QpHandle qp);
+  absl::Status ReleaseOnCqe(hal::QpHandle qp, QpHint* hint = nullptr);
 
   // `qp` started retiring (moved to ERR, or about to be destroyed): its
   // quota now counts as zombie. Idempotent; kNotFound if untracked.
@@ -135,6 +150,8 @@ class CqQuota {
   // btree move only when an entry is inserted or erased: every cached
   // pointer dies with `layout_` at each such change).
   Entry* Find(uint64_t qp_id) const;
+  // Find through the caller's hint (null: none), which it refreshes.
+  Entry* Find(uint64_t qp_id, QpHint* hint) const;
   void LayoutChanged() { ++layout_; }
   void AfterOp() const;
   void Forget(uint64_t qp_id, Entry& e);

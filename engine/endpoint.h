@@ -36,6 +36,7 @@
 
 #include "absl/status/status.h"
 #include "base/ring_queue.h"
+#include "engine/cq_quota.h"
 #include "engine/handles.h"
 #include "engine/windows.h"
 #include "hal/entropy.h"
@@ -111,6 +112,7 @@ struct DataQp {
   uint64_t first_destroy_fail_ns = 0;  // when the first destroy failed
   uint64_t next_destroy_ns = 0;
   uint64_t backoff_ns = 0;
+  CqQuota::QpHint quota_hint;  // the worker's ledger lookups of this QP
 };
 
 class Endpoint {

@@ -49,7 +49,19 @@ std::string EndpointKeyString(const EndpointKey& key);
 
 template <typename V>
 class EndpointStore {
+ private:
+  struct Node;
+
  public:
+  // A holder's memo of one key's entry (a worker keeps one per key with
+  // queued slices): Find and Peek through it skip the lookup while it
+  // names this store and nothing was inserted or removed since it was
+  // filled (list nodes move only then). `node` null: the key was absent.
+  struct Memo {
+    const EndpointStore* store = nullptr;
+    uint64_t epoch = 0;
+    Node* node = nullptr;
+  };
   struct Evicted {
     EndpointKey key;
     V value;
@@ -79,6 +91,20 @@ class EndpointStore {
     auto it = index_.find(key);
     return it == index_.end() ? nullptr : &it->second->value;
   }
+  // Find and Peek through `memo` (refreshed when stale); `key` is looked
+  // up only then, and must be the key the memo was filled for.
+  template <typename K>
+  V* Find(const K& key, Memo* memo) {
+    Node* n = Through(key, memo);
+    if (n == nullptr) return nullptr;
+    n->visited = true;
+    return &n->value;
+  }
+  template <typename K>
+  V* Peek(const K& key, Memo* memo) {
+    Node* n = Through(key, memo);
+    return n == nullptr ? nullptr : &n->value;
+  }
 
   // Inserts `key` at the head (not visited). When the store is full, first
   // evicts one entry (idle first) and returns it for retiring.
@@ -94,6 +120,7 @@ class EndpointStore {
     }
     queue_.push_front(Node{key, std::move(value), false});
     index_.emplace(std::move(key), queue_.begin());
+    ++epoch_;
     FERRY_CHECK_LE(size(), capacity_);
     return victim;
   }
@@ -108,6 +135,7 @@ class EndpointStore {
     V value = std::move(node->value);
     index_.erase(it);
     queue_.erase(node);
+    ++epoch_;
     if (queue_.empty()) hand_ = queue_.end();
     return value;
   }
@@ -155,6 +183,14 @@ class EndpointStore {
     V value;
     bool visited = false;
   };
+  template <typename K>
+  Node* Through(const K& key, Memo* memo) {
+    if (memo->store != this || memo->epoch != epoch_) {
+      auto it = index_.find(key);
+      *memo = Memo{this, epoch_, it == index_.end() ? nullptr : &*it->second};
+    }
+    return memo->node;
+  }
   using Iter = typename std::list<Node>::iterator;
 
   // Toward the head; wraps to the tail. Requires a non-empty queue.
@@ -183,6 +219,7 @@ class EndpointStore {
     Evicted out{victim->key, std::move(victim->value), idle};
     index_.erase(victim->key);
     queue_.erase(victim);
+    ++epoch_;
     if (queue_.empty()) hand_ = queue_.end();
     return out;
   }
@@ -215,6 +252,7 @@ class EndpointStore {
   };
   absl::flat_hash_map<EndpointKey, Iter, KeyHash, KeyEq> index_;
   Iter hand_ = queue_.end();
+  uint64_t epoch_ = 1;  // bumped by every insert and removal (Memo)
 };
 
 }  // namespace ferry::engine

@@ -45,8 +45,11 @@
 namespace ferry::engine {
 
 // `Queue`: a FIFO with empty(), capacity() and ReleaseStorage() (a
-// base::RingQueue).
-template <typename Queue>
+// base::RingQueue). `Memo`: what the caller keeps per key besides the
+// queue (the worker: where the key's endpoint sits in its store), reset to
+// Memo{} when an entry takes a new key.
+struct NoMemo {};
+template <typename Queue, typename Memo = NoMemo>
 class PendingKeys {
  public:
   using Key = std::pair<uint32_t, std::string>;  // (context, peer path)
@@ -54,6 +57,7 @@ class PendingKeys {
     Key key;
     uint64_t hash = 0;  // the caller's hash of key
     Queue queue;
+    Memo memo;
     bool listed = false;
     Entry* idle_prev = nullptr;  // idle FIFO links, null while listed
     Entry* idle_next = nullptr;
@@ -88,7 +92,7 @@ class PendingKeys {
     return e == nullptr ? nullptr : &e->queue;
   }
 
-  // Calls visit(const Key&, Queue&) for every listed key, in key order
+  // Calls visit(const Key&, Queue&, Memo&) for every listed key, in key order
   // (see the top comment for keys listed meanwhile); then the keys whose
   // queues are empty become idle. `visit` may call Of() and Find(), never
   // Walk().
@@ -100,7 +104,7 @@ class PendingKeys {
     // Bounded: every pass visits a new sorted_ position; Merge only inserts.
     for (size_t i = 0; i < sorted_.size(); ++i) {
       Entry* e = sorted_[i];
-      visit(static_cast<const Key&>(e->key), e->queue);
+      visit(static_cast<const Key&>(e->key), e->queue, e->memo);
       if (!incoming_.empty()) {
         // Listed during the visit: those after e are visited by this walk.
         Merge();
@@ -121,11 +125,12 @@ class PendingKeys {
     sorted_.resize(kept);
   }
 
-  // Calls f(const Key&, const Queue&) for every listed key, in no order.
+  // Calls f(const Key&, const Queue&, Memo&) for every listed key, in no
+  // order.
   template <typename F>
-  void ForEachListed(F&& f) const {
-    for (const Entry* e : sorted_) f(static_cast<const Key&>(e->key), e->queue);
-    for (const Entry* e : incoming_) f(static_cast<const Key&>(e->key), e->queue);
+  void ForEachListed(F&& f) {
+    for (Entry* e : sorted_) f(static_cast<const Key&>(e->key), std::as_const(e->queue), e->memo);
+    for (Entry* e : incoming_) f(static_cast<const Key&>(e->key), std::as_const(e->queue), e->memo);
   }
 
   size_t listed() const { return sorted_.size() + incoming_.size(); }
@@ -181,6 +186,7 @@ class PendingKeys {
       e = std::move(node.value());
       e->key.first = context;
       e->key.second.assign(path);  // reuses the old path's capacity
+      e->memo = Memo{};
     } else {
       e = std::make_unique<Entry>();
       e->key = Key{context, std::string(path)};

@@ -93,7 +93,12 @@ Endpoint* Worker::Peek(const Key& key) const {
   return p == nullptr ? nullptr : p->get();
 }
 
-Endpoint* Worker::Hit(const Key& key, const TaskRoute& front) {
+const Endpoint* Worker::Peek(const Key& key, Store::Memo* memo) const {
+  const auto* p = stores_[key.first]->Peek(StoreKeyView(key), memo);
+  return p == nullptr ? nullptr : p->get();
+}
+
+Endpoint* Worker::Hit(const Key& key, const TaskRoute& front, Store::Memo* memo) {
   std::unique_ptr<Endpoint>* p;
   if (front.key_hash.has_value()) {
     // The route's key is this key (QueueOf placed it here by its context
@@ -101,9 +106,9 @@ Endpoint* Worker::Hit(const Key& key, const TaskRoute& front) {
     FERRY_CHECK(front.context == key.first && front.peer_path->size() == key.second.size());
     const EndpointKeyView v = StoreKeyView(key);
     p = stores_[key.first]->Find(
-        HashedEndpointKeyView{v.local_nic, v.peer_nic_path, *front.key_hash});
+        HashedEndpointKeyView{v.local_nic, v.peer_nic_path, *front.key_hash}, memo);
   } else {
-    p = stores_[key.first]->Find(StoreKeyView(key));
+    p = stores_[key.first]->Find(StoreKeyView(key), memo);
   }
   return p == nullptr ? nullptr : p->get();
 }
@@ -161,9 +166,9 @@ WaitSet Worker::WaitSetNow() {
   if (!bind_deadlines_.empty()) consider(bind_deadlines_.front().first);
   // Keys with queued slices (any order: only the earliest time and flags
   // are taken).
-  pending_.ForEachListed([&](const Key& key, const PendingQueue& dq) {
+  pending_.ForEachListed([&](const Key& key, const PendingQueue& dq, Store::Memo& memo) {
     if (dq.empty()) return;
-    if (const Endpoint* ep = Peek(key); ep != nullptr) {
+    if (const Endpoint* ep = Peek(key, &memo); ep != nullptr) {
       // Postable: READY, its rail up, a QP with room and CQ quota free.
       if (ep->state() != EndpointState::kReady || RailPaused(key.first)) return;
       // Waiting for the peer's windows: the WINREQ resend is the timer (a

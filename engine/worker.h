@@ -288,7 +288,8 @@ class Worker {
   WaitSet WaitSetNow();
   void DrainInbox();
   void PostAll();
-  void PostKey(const Key& key, PendingQueue& dq, uint32_t* budget);
+  // `memo`: where the key's endpoint sits in its store (kept with the key).
+  void PostKey(const Key& key, PendingQueue& dq, Store::Memo& memo, uint32_t* budget);
   // The queue of the route's key, listed for the next PostAll (made, or an
   // idle key's reused, if the key has none).
   PendingQueue& QueueOf(const TaskRoute& route);
@@ -475,7 +476,10 @@ class Worker {
   // The key's endpoint (a hit for the store's eviction), or nullptr; the
   // lookup takes the key's hash from `front` (a route queued under the key)
   // when Submit computed it.
-  Endpoint* Hit(const Key& key, const TaskRoute& front);
+  // Through `memo` (the key's, kept by pending_): no lookup while no
+  // endpoint of the store was made or removed since it was filled.
+  Endpoint* Hit(const Key& key, const TaskRoute& front, Store::Memo* memo);
+  const Endpoint* Peek(const Key& key, Store::Memo* memo) const;
   std::vector<Endpoint*> LiveList() const;
   // The endpoints of LiveList, in its order, without the copy; `f` must not
   // add, remove or retire endpoints.
@@ -533,7 +537,7 @@ class Worker {
   // tree insert or erase (engine/pending_keys.h; docs/operations.md 3.2, 3.3).
   static constexpr size_t kIdleKeysMin = 256;
   std::string event_key_;  // NoteEventAt's scratch ("nic|path")
-  PendingKeys<PendingQueue> pending_;
+  PendingKeys<PendingQueue, Store::Memo> pending_;
   std::vector<Slot> slots_;
   std::vector<uint32_t> free_slots_;
   std::map<uint64_t, QpRef> qp_by_uid_;

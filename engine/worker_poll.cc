@@ -72,7 +72,7 @@ void Worker::HandleCqe(const hal::WorkCompletion& wc, hal::CqHandle cq, CqQuota&
   FERRY_CHECK(!q.fifo.empty());
   FERRY_CHECK_EQ(q.fifo.front(), id.slot);
   q.fifo.pop_front();
-  FERRY_CHECK(ledger.ReleaseOnCqe(s.qp).ok());
+  FERRY_CHECK(ledger.ReleaseOnCqe(s.qp, &q.quota_hint).ok());
   std::shared_ptr<TaskRoute> route = std::move(s.route);
   const uint32_t slice = s.slice;
   const uint64_t window = s.window;

@@ -41,8 +41,8 @@ uint32_t Worker::AllocSlot() {
 void Worker::PostAll() {
   uint32_t budget = kPostsPerStepMax;
   // Keys with queued slices, in key order; a key left empty goes idle.
-  pending_.Walk([&](const Key& key, PendingQueue& dq) {
-    if (!dq.empty()) PostKey(key, dq, &budget);
+  pending_.Walk([&](const Key& key, PendingQueue& dq, Store::Memo& memo) {
+    if (!dq.empty()) PostKey(key, dq, memo, &budget);
   });
 }
 
@@ -62,11 +62,11 @@ Worker::PendingQueue* Worker::FindQueue(const Key& key) const {
 }
 
 // PostAll's work for one key with queued slices.
-void Worker::PostKey(const Key& key, PendingQueue& dq, uint32_t* budget) {
+void Worker::PostKey(const Key& key, PendingQueue& dq, Store::Memo& memo, uint32_t* budget) {
   DropLatched(dq);
   DropExitedFront(key, dq);
   if (dq.empty()) return;
-  Endpoint* ep = Hit(key, *dq.front().route);
+  Endpoint* ep = Hit(key, *dq.front().route, &memo);
   if (ep == nullptr) {
     OpenFor(key, dq);
     return;
@@ -140,7 +140,10 @@ void Worker::OpenFor(const Key& key, PendingQueue& dq) {
 bool Worker::PostRound(const Key& key, Endpoint* ep, CqQuota& ledger, PendingQueue& dq,
                        uint32_t* budget) {
   const uint32_t nqp = static_cast<uint32_t>(ep->qps().size());
-  std::array<uint32_t, kQpsPerEndpointMax> taken{};  // per QP, in this chain
+  // Per QP, in this chain; only [0, nqp) is used (zeroing all 64 cost
+  // more than the rest of a one-WR chain's bookkeeping).
+  std::array<uint32_t, kQpsPerEndpointMax> taken;
+  std::fill_n(taken.begin(), nqp, 0u);
   const uint32_t rr_start = ep->round_robin;
   const uint32_t n = TakeChain(ep, ledger.free(), *budget, dq, taken);
   if (n == 0) return false;
@@ -256,7 +259,7 @@ void Worker::FillWr(ChainEntry& e, Endpoint* ep, uint32_t qi, Context* rc, hal::
 bool Worker::PostQpChain(const Key& key, Endpoint* ep, uint32_t qi, uint32_t n, uint32_t count,
                          CqQuota& ledger, uint32_t* budget) {
   DataQp& q = ep->qps()[qi];
-  if (!ledger.Reserve(q.qp.get(), count).ok()) return false;  // goes back below
+  if (!ledger.Reserve(q.qp.get(), count, &q.quota_hint).ok()) return false;  // goes back below
   std::array<hal::SendWr, kChainMax>& wrs = chain_wrs_;
   std::array<uint32_t, kChainMax> in_chain;  // chain_ index of wrs[j]
   Context* rc = env_->contexts[key.first];

@@ -83,6 +83,26 @@ TEST(CqQuota, CqeAndRejectedPostReturnQuota) {
   EXPECT_EQ(q.reserved(), 0);
 }
 
+TEST(CqQuota, AHintFollowsItsQpAcrossAddsAndForgets) {
+  CqQuota q = MakeLedger(8);
+  ASSERT_TRUE(q.AddQp(kA).ok());
+  CqQuota::QpHint hint_a, hint_b;
+  ASSERT_TRUE(q.Reserve(kA, 2, &hint_a).ok());
+  ASSERT_TRUE(q.AddQp(kB).ok());  // entries may move: the hint is refreshed
+  ASSERT_TRUE(q.Reserve(kB, 1, &hint_b).ok());
+  ASSERT_TRUE(q.ReleaseOnCqe(kA, &hint_a).ok());
+  ASSERT_TRUE(q.ReleaseOnCqe(kB, &hint_b).ok());
+  EXPECT_EQ(q.held(kA), 1);
+  EXPECT_EQ(q.held(kB), 0);
+  // A hint filled for one QP is not taken for another.
+  EXPECT_EQ(q.ReleaseOnCqe(kB, &hint_a).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(q.held(kA), 1);
+  // Nor by another ledger.
+  CqQuota other = MakeLedger(8);
+  EXPECT_EQ(other.Reserve(kA, 1, &hint_a).code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(q.CheckInvariants().ok());
+}
+
 TEST(CqQuota, RetiringQpCannotReserveAndCountsAsZombie) {
   CqQuota q = MakeLedger(8, 2);
   ASSERT_TRUE(q.AddQp(kA).ok());

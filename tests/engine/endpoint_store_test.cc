@@ -48,6 +48,39 @@ TEST(EndpointStore, InsertFindPeekRemove) {
   EXPECT_TRUE(s.CheckInvariants().ok());
 }
 
+TEST(EndpointStore, AMemoSkipsTheLookupUntilAnInsertOrRemoval) {
+  EndpointStore<int> s(2);
+  EndpointStore<int>::Memo memo;
+  EXPECT_EQ(s.Find(Key("a"), &memo), nullptr);  // absent, remembered as absent
+  ASSERT_TRUE(s.Insert(Key("a"), 1, AllIdle).ok());
+  int* v = s.Find(Key("a"), &memo);  // the insert made the memo stale
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(*v, 1);
+  *v = 7;
+  // While valid the memo answers whatever key is passed (the caller keeps
+  // one memo per key): proof that no lookup was made.
+  EXPECT_EQ(*s.Peek(Key("zzz"), &memo), 7);
+  ASSERT_TRUE(s.Insert(Key("b"), 2, AllIdle).ok());
+  EXPECT_EQ(*s.Peek(Key("b"), &memo), 2);  // stale again: looked up
+  EndpointStore<int>::Memo memo_a;
+  ASSERT_NE(s.Find(Key("a"), &memo_a), nullptr);  // a is visited: b is evicted next
+  ASSERT_TRUE(s.Remove(Key("b")).has_value());
+  EXPECT_EQ(s.Find(Key("b"), &memo), nullptr);
+  EXPECT_EQ(*s.Find(Key("a"), &memo_a), 7);
+  // Find through a memo marks the entry visited, as Find does.
+  ASSERT_TRUE(s.Insert(Key("c"), 3, AllIdle).ok());
+  EndpointStore<int>::Memo memo_c;
+  ASSERT_NE(s.Find(Key("a"), &memo_c), nullptr);
+  auto ev = s.Insert(Key("d"), 4, AllIdle);
+  ASSERT_TRUE(ev.ok() && ev->has_value());
+  EXPECT_EQ((*ev)->key, Key("c"));
+  // A memo of another store is never taken.
+  EndpointStore<int> other(2);
+  ASSERT_TRUE(other.Insert(Key("a"), 9, AllIdle).ok());
+  EXPECT_EQ(*other.Peek(Key("a"), &memo_a), 9);
+  EXPECT_TRUE(s.CheckInvariants().ok());
+}
+
 TEST(EndpointStore, SieveKeepsVisitedEntriesAndMovesTheHand) {
   EndpointStore<int> s(3);
   ASSERT_TRUE(s.Insert(Key("A"), 1, AllIdle).ok());

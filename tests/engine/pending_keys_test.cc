@@ -111,7 +111,7 @@ class Run {
       }
     }
     size_t n = 0;
-    pk_.Walk([&](const Key& key, Queue& dq) {
+    pk_.Walk([&](const Key& key, Queue& dq, NoMemo&) {
       if (dq.empty()) return;
       got.push_back(key);
       ASSERT_LT(n, actions.size()) << "the walk visits more keys than the map";
@@ -189,7 +189,7 @@ TEST(PendingKeys, AKeyListedDuringTheWalkIsVisitedOnlyWhenAfterTheCurrentOne) {
   pk.Of(b.first, b.second, HashOf(b, false)).push_back(1);
   pk.Of(d.first, d.second, HashOf(d, false)).push_back(2);
   std::vector<std::string> visited;
-  pk.Walk([&](const Key& k, Queue& q) {
+  pk.Walk([&](const Key& k, Queue& q, NoMemo&) {
     visited.push_back(k.second);
     q.pop_front();
     if (k == b) {
@@ -201,7 +201,7 @@ TEST(PendingKeys, AKeyListedDuringTheWalkIsVisitedOnlyWhenAfterTheCurrentOne) {
   EXPECT_EQ(pk.listed(), 1u);  // a
   EXPECT_EQ(pk.idle(), 3u);    // b, c, d
   visited.clear();
-  pk.Walk([&](const Key& k, Queue& q) {
+  pk.Walk([&](const Key& k, Queue& q, NoMemo&) {
     visited.push_back(k.second);
     q.pop_front();
   });
@@ -213,7 +213,7 @@ TEST(PendingKeys, IdleKeysAreBoundedAndTheOldestIsReused) {
   for (int i = 0; i < 5; ++i) {
     const Key k{1, absl::StrCat("p", i)};
     pk.Of(k.first, k.second, HashOf(k, false)).push_back(i);
-    pk.Walk([](const Key&, Queue& q) { q.pop_front(); });
+    pk.Walk([](const Key&, Queue& q, NoMemo&) { q.pop_front(); });
     EXPECT_LE(pk.idle(), 2u);
   }
   // p3 and p4 are the idle ones; p0..p2 were reused or freed.
@@ -229,7 +229,7 @@ TEST(PendingKeys, AnIdleKeysLargeRingIsReleased) {
   Queue& q = pk.Of(k.first, k.second, HashOf(k, false));
   for (size_t i = 0; i <= Keys::kIdleSlotsPerKey; ++i) q.push_back(static_cast<int>(i));
   EXPECT_GT(q.capacity(), Keys::kIdleSlotsPerKey);
-  pk.Walk([](const Key&, Queue& dq) {
+  pk.Walk([](const Key&, Queue& dq, NoMemo&) {
     while (!dq.empty()) dq.pop_front();
   });
   EXPECT_EQ(pk.idle(), 1u);
