@@ -21,7 +21,9 @@
 // crosses owners.
 // What must stay true: size() <= capacity(); every key appears once; the
 // hand is either unset or points at a live entry; every walk is bounded by
-// 2 x size + 1 steps (CheckInvariants()).
+// 2 x size + 1 steps (CheckInvariants()); epoch_ moves with every insert
+// and removal, so a Memo filled before one is never taken after it (list
+// nodes live until their removal).
 #ifndef FERRY_ENGINE_ENDPOINT_STORE_H_
 #define FERRY_ENGINE_ENDPOINT_STORE_H_
 
