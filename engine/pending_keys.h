@@ -24,15 +24,16 @@
 //     that the oldest is re-keyed for a new key (no allocation) or freed.
 //     The idle keys' rings hold at most idle_keys_max * kIdleSlotsPerKey
 //     slots in all; a ring that would pass that is released.
-//   - The directory is a hash set by the caller's key hash. The caller
-//     gives the same hash for the same (context, path) every time. It is
-//     looked up, never iterated (docs/design.md 7).
+//   - The directory is a hash set by the caller's key hash, hash_of(context,
+//     path) (checked each time an entry takes a key). It is looked up,
+//     never iterated (docs/design.md 7).
 #ifndef FERRY_ENGINE_PENDING_KEYS_H_
 #define FERRY_ENGINE_PENDING_KEYS_H_
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -64,8 +65,13 @@ class PendingKeys {
   };
   static constexpr size_t kIdleSlotsPerKey = 16;
 
-  explicit PendingKeys(size_t idle_keys_max) : idle_keys_max_(idle_keys_max) {
+  // `hash_of(context, path)`: the key hash callers pass to Of and Find;
+  // checked against the hash Of was given whenever an entry takes a key.
+  using HashFn = std::function<uint64_t(uint32_t, std::string_view)>;
+  PendingKeys(size_t idle_keys_max, HashFn hash_of)
+      : idle_keys_max_(idle_keys_max), hash_of_(std::move(hash_of)) {
     FERRY_CHECK_GT(idle_keys_max, 0u);
+    FERRY_CHECK(hash_of_ != nullptr);
   }
   PendingKeys(const PendingKeys&) = delete;
   PendingKeys& operator=(const PendingKeys&) = delete;
@@ -177,6 +183,9 @@ class PendingKeys {
   // A new entry for the key, neither listed nor idle: the oldest idle
   // entry re-keyed when the idle FIFO is full, else a new one.
   Entry* Make(uint32_t context, std::string_view path, uint64_t hash) {
+    // A caller's hash that is not the key's would give the key a second
+    // entry (and the walk a second visit).
+    FERRY_CHECK_EQ(hash, hash_of_(context, path));
     std::unique_ptr<Entry> e;
     if (idle_count_ >= idle_keys_max_) {
       Entry* old = idle_head_;
@@ -246,6 +255,7 @@ class PendingKeys {
   }
 
   const size_t idle_keys_max_;
+  const HashFn hash_of_;
   absl::flat_hash_set<std::unique_ptr<Entry>, DirHash, DirEq> directory_;  // every entry
   std::vector<Entry*> sorted_;                                             // listed, key order
   std::vector<Entry*> incoming_;  // listed since the last Merge

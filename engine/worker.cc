@@ -26,8 +26,11 @@ Worker::Worker(uint32_t id, WorkerEnv* env)
     : id_(id),
       env_(env),
       cfg_(*env->config),
-      pending_(std::max<size_t>(
-          kIdleKeysMin, size_t{env->config->endpoint_store_capacity} * env->contexts.size())) {
+      pending_(std::max<size_t>(kIdleKeysMin, size_t{env->config->endpoint_store_capacity} *
+                                                  env->contexts.size()),
+               [env](uint32_t context, std::string_view path) {
+                 return EndpointKeyHash(env->contexts[context]->device(), path);
+               }) {
   FERRY_CHECK_LT(id_, cfg_.workers);
   for (Context* c : env_->contexts) {
     stores_.push_back(std::make_unique<Store>(cfg_.endpoint_store_capacity));

@@ -50,6 +50,8 @@ uint64_t HashOf(const Key& k, bool collide) {
                              k.second.size());
 }
 
+uint64_t Plain(uint32_t c, std::string_view p) { return HashOf(Key{c, std::string(p)}, false); }
+
 std::vector<int> Contents(const Queue& q) {
   std::vector<int> v;
   for (size_t i = 0; i < q.size(); ++i) v.push_back(q[i]);
@@ -59,7 +61,12 @@ std::vector<int> Contents(const Queue& q) {
 class Run {
  public:
   Run(uint64_t seed, size_t keys, size_t idle_max, bool collide)
-      : rng_(seed), idle_max_(idle_max), collide_(collide), pk_(idle_max) {
+      : rng_(seed),
+        idle_max_(idle_max),
+        collide_(collide),
+        pk_(idle_max, [collide](uint32_t c, std::string_view p) {
+          return HashOf(Key{c, std::string(p)}, collide);
+        }) {
     for (size_t i = 0; i < keys; ++i)
       all_.push_back(Key{static_cast<uint32_t>(rng_.Below(3)), absl::StrCat("h", rng_.Below(40))});
   }
@@ -184,7 +191,7 @@ TEST(PendingKeys, AllHashesEqualStillFindsEachKey) {
 }
 
 TEST(PendingKeys, AKeyListedDuringTheWalkIsVisitedOnlyWhenAfterTheCurrentOne) {
-  Keys pk(4);
+  Keys pk(4, Plain);
   const Key b{0, "b"}, a{0, "a"}, c{0, "c"}, d{0, "d"};
   pk.Of(b.first, b.second, HashOf(b, false)).push_back(1);
   pk.Of(d.first, d.second, HashOf(d, false)).push_back(2);
@@ -208,8 +215,13 @@ TEST(PendingKeys, AKeyListedDuringTheWalkIsVisitedOnlyWhenAfterTheCurrentOne) {
   EXPECT_EQ(visited, (std::vector<std::string>{"a"}));
 }
 
+TEST(PendingKeysDeathTest, AHashThatIsNotTheKeysIsRefused) {
+  Keys pk(4, Plain);
+  EXPECT_DEATH(pk.Of(0, "a", Plain(0, "b")), "hash_of_");
+}
+
 TEST(PendingKeys, IdleKeysAreBoundedAndTheOldestIsReused) {
-  Keys pk(2);
+  Keys pk(2, Plain);
   for (int i = 0; i < 5; ++i) {
     const Key k{1, absl::StrCat("p", i)};
     pk.Of(k.first, k.second, HashOf(k, false)).push_back(i);
@@ -224,7 +236,7 @@ TEST(PendingKeys, IdleKeysAreBoundedAndTheOldestIsReused) {
 }
 
 TEST(PendingKeys, AnIdleKeysLargeRingIsReleased) {
-  Keys pk(1);  // idle rings hold at most kIdleSlotsPerKey slots in all
+  Keys pk(1, Plain);  // idle rings hold at most kIdleSlotsPerKey slots in all
   const Key k{0, "big"};
   Queue& q = pk.Of(k.first, k.second, HashOf(k, false));
   for (size_t i = 0; i <= Keys::kIdleSlotsPerKey; ++i) q.push_back(static_cast<int>(i));
