@@ -74,6 +74,9 @@ class CqQuota {
   // call FERRY_CHECKs CheckInvariants() (tests, sim).
   CqQuota(uint32_t capacity, uint32_t zombie_quota_max, const base::Mutations* mutations,
           bool check_every_op = false);
+  // Not copyable or movable: a QpHint names its ledger by address.
+  CqQuota(const CqQuota&) = delete;
+  CqQuota& operator=(const CqQuota&) = delete;
 
   // Starts tracking `qp` (LIVE, nothing held). kInvalidArgument for an
   // invalid handle, kAlreadyExists if tracked (handles are never reused).

@@ -93,9 +93,15 @@ class PendingKeys {
 
   // The queue of (context, path) if the key is known (listed or idle), else
   // nullptr. Lists nothing.
-  Queue* Find(uint32_t context, std::string_view path, uint64_t hash) const {
-    Entry* e = Lookup(context, path, hash);
+  const Queue* Find(uint32_t context, std::string_view path, uint64_t hash) const {
+    const Entry* e = Lookup(context, path, hash);
     return e == nullptr ? nullptr : &e->queue;
+  }
+  // The queue of a listed key, to change (an idle key's queue is empty and
+  // must stay so until Of lists it), else nullptr.
+  Queue* FindListed(uint32_t context, std::string_view path, uint64_t hash) {
+    Entry* e = Lookup(context, path, hash);
+    return e == nullptr || !e->listed ? nullptr : &e->queue;
   }
 
   // Calls visit(const Key&, Queue&, Memo&) for every listed key, in key order

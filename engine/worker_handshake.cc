@@ -592,7 +592,7 @@ void Worker::OnStaleOrError(const HandshakeMessage& m, const std::string& from) 
 }
 
 void Worker::FailBoundTo(const Key& key, uint64_t incarnation) {
-  PendingQueue* found = FindQueue(key);
+  PendingQueue* found = FindListedQueue(key);
   if (found == nullptr || incarnation == 0) return;
   PendingQueue& dq = *found;
   // One pass around the queue (bounded by its length): what stays goes

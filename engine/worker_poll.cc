@@ -192,6 +192,7 @@ void Worker::DetachDestroyed(hal::QpHandle qp) {
   NoteEvent("qp_released", Key{ref.ep->context(), ref.ep->peer_path()}, q.qpn, q.fifo.size());
   ResolveFifoByEvidence(q, why);
   q.released = true;
+  q.quota_hint = CqQuota::QpHint{};  // the ledger forgot the QP
 }
 
 }  // namespace ferry::engine

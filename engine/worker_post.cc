@@ -56,9 +56,14 @@ Worker::PendingQueue& Worker::QueueOf(const TaskRoute& route) {
   return pending_.Of(route.context, path, hash);
 }
 
-Worker::PendingQueue* Worker::FindQueue(const Key& key) const {
+const Worker::PendingQueue* Worker::FindQueue(const Key& key) const {
   const EndpointKeyView v = StoreKeyView(key);
   return pending_.Find(key.first, key.second, EndpointKeyHash(v.local_nic, v.peer_nic_path));
+}
+
+Worker::PendingQueue* Worker::FindListedQueue(const Key& key) {
+  const EndpointKeyView v = StoreKeyView(key);
+  return pending_.FindListed(key.first, key.second, EndpointKeyHash(v.local_nic, v.peer_nic_path));
 }
 
 // PostAll's work for one key with queued slices.

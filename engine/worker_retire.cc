@@ -232,6 +232,7 @@ void Worker::ResumeContext(uint32_t ci) {
       q.destroyed = true;
       ResolveFifoByEvidence(q, RetireReason::kCqError);
       q.released = true;
+      q.quota_hint = CqQuota::QpHint{};  // its ledger is dropped below
     }
   }
   // The ledgers of this context's old CQs only: another context may be

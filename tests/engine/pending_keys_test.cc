@@ -81,7 +81,7 @@ class Run {
 
   // Empties k's queue in both, if either knows it (a key drained elsewhere).
   void Drain(const Key& k) {
-    if (Queue* q = pk_.Find(k.first, k.second, HashOf(k, collide_)))
+    if (Queue* q = pk_.FindListed(k.first, k.second, HashOf(k, collide_)))
       while (!q->empty()) q->pop_front();
     if (auto it = model_.find(k); it != model_.end()) it->second.clear();
   }
@@ -128,7 +128,7 @@ class Run {
         pk_.Of(k.first, k.second, HashOf(k, collide_)).push_back(next_value_ + 1'000'000);
       for (const Key& k : a.drain)
         if (k != key)
-          if (Queue* q = pk_.Find(k.first, k.second, HashOf(k, collide_)))
+          if (Queue* q = pk_.FindListed(k.first, k.second, HashOf(k, collide_)))
             while (!q->empty()) q->pop_front();
     });
     next_value_ += 1;
@@ -247,6 +247,7 @@ TEST(PendingKeys, AnIdleKeysLargeRingIsReleased) {
   EXPECT_EQ(pk.idle(), 1u);
   EXPECT_EQ(pk.idle_slots(), 0u);
   EXPECT_EQ(pk.Find(k.first, k.second, HashOf(k, false))->capacity(), 0u);
+  EXPECT_EQ(pk.FindListed(k.first, k.second, HashOf(k, false)), nullptr);  // idle: read only
 }
 
 }  // namespace
