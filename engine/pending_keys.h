@@ -91,16 +91,19 @@ class PendingKeys {
     return e->queue;
   }
 
+  // The key hash Of takes (a caller without one computes it here).
+  uint64_t HashOf(uint32_t context, std::string_view path) const { return hash_of_(context, path); }
+
   // The queue of (context, path) if the key is known (listed or idle), else
   // nullptr. Lists nothing.
-  const Queue* Find(uint32_t context, std::string_view path, uint64_t hash) const {
-    const Entry* e = Lookup(context, path, hash);
+  const Queue* Find(uint32_t context, std::string_view path) const {
+    const Entry* e = Lookup(context, path, HashOf(context, path));
     return e == nullptr ? nullptr : &e->queue;
   }
   // The queue of a listed key, to change (an idle key's queue is empty and
   // must stay so until Of lists it), else nullptr.
-  Queue* FindListed(uint32_t context, std::string_view path, uint64_t hash) {
-    Entry* e = Lookup(context, path, hash);
+  Queue* FindListed(uint32_t context, std::string_view path) {
+    Entry* e = Lookup(context, path, HashOf(context, path));
     return e == nullptr || !e->listed ? nullptr : &e->queue;
   }
 
@@ -174,11 +177,8 @@ class PendingKeys {
       return x.hash == y.hash && x.context == y.context && x.path == y.path;
     }
   };
-  struct EntryLess {
-    bool operator()(const Entry* a, const Entry* b) const {
-      if (a->key.first != b->key.first) return a->key.first < b->key.first;
-      return a->key.second < b->key.second;
-    }
+  struct EntryLess {  // Key's own order: context, then path
+    bool operator()(const Entry* a, const Entry* b) const { return a->key < b->key; }
   };
 
   Entry* Lookup(uint32_t context, std::string_view path, uint64_t hash) const {

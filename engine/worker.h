@@ -41,8 +41,9 @@
 //   entry retires nothing. TIMEOUT is published only with evidence (C1).
 // - A step's cost does not grow with idle READY endpoints: it walks the
 //   keys with queued slices (a key whose queue PostAll left empty is idle
-//   in pending_, out of the walk), the CQ ledgers (every WR without evidence holds quota), the
-//   retiring endpoints, and the live ones only while connecting_ > 0.
+//   in pending_, out of the walk), the CQ ledgers (every WR without
+//   evidence holds quota), the retiring endpoints, and the live ones only
+//   while connecting_ > 0.
 #ifndef FERRY_ENGINE_WORKER_H_
 #define FERRY_ENGINE_WORKER_H_
 
@@ -293,11 +294,6 @@ class Worker {
   // The queue of the route's key, listed for the next PostAll (made, or an
   // idle key's reused, if the key has none).
   PendingQueue& QueueOf(const TaskRoute& route);
-  // The key's queue if the key has one (empty or not), else nullptr.
-  const PendingQueue* FindQueue(const Key& key) const;
-  // The key's queue if the key has slices queued since the last PostAll
-  // (possibly all gone since), else nullptr.
-  PendingQueue* FindListedQueue(const Key& key);
   // PostAll's phases (worker_post.cc has the order).
   void DropLatched(PendingQueue& dq);
   void OpenFor(const Key& key, PendingQueue& dq);

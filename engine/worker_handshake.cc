@@ -96,7 +96,7 @@ absl::StatusOr<Endpoint*> Worker::NewEndpoint(const Key& key) {
 }
 
 bool Worker::Idle(const EndpointKey& k, const std::unique_ptr<Endpoint>& ep) const {
-  const PendingQueue* dq = FindQueue(Key{ep->context(), k.peer_nic_path});
+  const PendingQueue* dq = pending_.Find(ep->context(), k.peer_nic_path);
   const bool no_wrs = ep->Outstanding() == 0 || Mut(base::Mutation::kEngineEvictBusyAsIdle);
   return no_wrs && (dq == nullptr || dq->empty());
 }
@@ -185,7 +185,7 @@ bool Worker::StoreHasRoom(uint32_t ctx) const {
   // two keys evict each other forever.
   bool idle = false;
   st.ForEach([&](const EndpointKey& k, const std::unique_ptr<Endpoint>& ep, bool) {
-    const PendingQueue* dq = FindQueue(Key{ep->context(), k.peer_nic_path});
+    const PendingQueue* dq = pending_.Find(ep->context(), k.peer_nic_path);
     idle = idle || (ep->Outstanding() == 0 && (dq == nullptr || dq->empty()));
   });
   return idle;
@@ -592,7 +592,7 @@ void Worker::OnStaleOrError(const HandshakeMessage& m, const std::string& from) 
 }
 
 void Worker::FailBoundTo(const Key& key, uint64_t incarnation) {
-  PendingQueue* found = FindListedQueue(key);
+  PendingQueue* found = pending_.FindListed(key.first, key.second);
   if (found == nullptr || incarnation == 0) return;
   PendingQueue& dq = *found;
   // One pass around the queue (bounded by its length): what stays goes

@@ -50,20 +50,9 @@ Worker::PendingQueue& Worker::QueueOf(const TaskRoute& route) {
   const std::string_view path = *route.peer_path;
   // Submit computed the key's hash to choose this owner (KeyHashOf); a
   // route a test built has none.
-  const uint64_t hash = route.key_hash.has_value()
-                            ? *route.key_hash
-                            : EndpointKeyHash(env_->contexts[route.context]->device(), path);
+  const uint64_t hash =
+      route.key_hash.has_value() ? *route.key_hash : pending_.HashOf(route.context, path);
   return pending_.Of(route.context, path, hash);
-}
-
-const Worker::PendingQueue* Worker::FindQueue(const Key& key) const {
-  const EndpointKeyView v = StoreKeyView(key);
-  return pending_.Find(key.first, key.second, EndpointKeyHash(v.local_nic, v.peer_nic_path));
-}
-
-Worker::PendingQueue* Worker::FindListedQueue(const Key& key) {
-  const EndpointKeyView v = StoreKeyView(key);
-  return pending_.FindListed(key.first, key.second, EndpointKeyHash(v.local_nic, v.peer_nic_path));
 }
 
 // PostAll's work for one key with queued slices.

@@ -81,7 +81,7 @@ class Run {
 
   // Empties k's queue in both, if either knows it (a key drained elsewhere).
   void Drain(const Key& k) {
-    if (Queue* q = pk_.FindListed(k.first, k.second, HashOf(k, collide_)))
+    if (Queue* q = pk_.FindListed(k.first, k.second))
       while (!q->empty()) q->pop_front();
     if (auto it = model_.find(k); it != model_.end()) it->second.clear();
   }
@@ -128,7 +128,7 @@ class Run {
         pk_.Of(k.first, k.second, HashOf(k, collide_)).push_back(next_value_ + 1'000'000);
       for (const Key& k : a.drain)
         if (k != key)
-          if (Queue* q = pk_.FindListed(k.first, k.second, HashOf(k, collide_)))
+          if (Queue* q = pk_.FindListed(k.first, k.second))
             while (!q->empty()) q->pop_front();
     });
     next_value_ += 1;
@@ -137,7 +137,7 @@ class Run {
 
   void Check() {
     for (const Key& k : all_) {
-      const Queue* q = pk_.Find(k.first, k.second, HashOf(k, collide_));
+      const Queue* q = pk_.Find(k.first, k.second);
       const auto it = model_.find(k);
       const std::vector<int> want = it == model_.end()
                                         ? std::vector<int>{}
@@ -231,7 +231,7 @@ TEST(PendingKeys, IdleKeysAreBoundedAndTheOldestIsReused) {
   // p3 and p4 are the idle ones; p0..p2 were reused or freed.
   for (int i = 0; i < 5; ++i) {
     const Key k{1, absl::StrCat("p", i)};
-    EXPECT_EQ(pk.Find(k.first, k.second, HashOf(k, false)) != nullptr, i >= 3) << i;
+    EXPECT_EQ(pk.Find(k.first, k.second) != nullptr, i >= 3) << i;
   }
 }
 
@@ -246,8 +246,8 @@ TEST(PendingKeys, AnIdleKeysLargeRingIsReleased) {
   });
   EXPECT_EQ(pk.idle(), 1u);
   EXPECT_EQ(pk.idle_slots(), 0u);
-  EXPECT_EQ(pk.Find(k.first, k.second, HashOf(k, false))->capacity(), 0u);
-  EXPECT_EQ(pk.FindListed(k.first, k.second, HashOf(k, false)), nullptr);  // idle: read only
+  EXPECT_EQ(pk.Find(k.first, k.second)->capacity(), 0u);
+  EXPECT_EQ(pk.FindListed(k.first, k.second), nullptr);  // idle: read only
 }
 
 }  // namespace
