@@ -102,7 +102,15 @@ void ThreadedRuntime::Wake(uint32_t w) {
   FERRY_CHECK_LT(w, slots_.size());
   if (stop_.load()) return;
   Slot& s = *slots_[w];
-  if (s.pending.exchange(true)) return;  // an unconsumed wake is already written
+  if (s.pending.exchange(true)) return;  // an unconsumed wake: the owner will see it
+  // An owner not asleep sees the flag before it sleeps (WorkerLoop reads it
+  // after publishing its plan; both sides seq_cst), so the eventfd, two
+  // system calls on the submit path (this write, the owner's drain), is
+  // written only to an owner that has published a sleep.
+  if (s.sleep_until_ns.load() == 0) {
+    stats_.wakes_flagged.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   SignalEventFd(s.event_fd);
   stats_.wakes_written.fetch_add(1, std::memory_order_relaxed);
 }
@@ -201,7 +209,11 @@ void ThreadedRuntime::WaitOn(Slot& s, std::vector<int>& fds, uint64_t wait_ns) {
   for (int fd : fds) p.push_back(pollfd{fd, POLLIN, 0});
   const timespec ts = ToTimespec(std::min(wait_ns, kIdleWaitMaxNs));
   stats_.worker_waits.fetch_add(1, std::memory_order_relaxed);
-  (void)::ppoll(p.data(), p.size(), &ts, nullptr);
+  // A write that raced the wake-up (the plan was seen just before it was
+  // withdrawn) leaves the eventfd readable: it is drained the next time a
+  // wait returns on it, one early return later.
+  if (::ppoll(p.data(), p.size(), &ts, nullptr) > 0 && (p[0].revents & POLLIN) != 0)
+    (void)DrainEventFd(s.event_fd);
 }
 
 WaitSet ThreadedRuntime::StepLocked(Worker& worker, Slot& s, bool* found) {
@@ -301,14 +313,10 @@ void ThreadedRuntime::WorkerLoop(uint32_t w) {
   std::vector<int> fds;
   std::vector<hal::CompChannelHandle> fd_channels;
   while (!stop_.load()) {
-    // Consume the wake before draining the inbox (no lost wakeup): the
-    // eventfd first, then the flag. The other order let a Wake between
-    // them set the flag and have its write drained: the flag stayed set
-    // over an empty eventfd and every later Wake wrote nothing.
-    if (s.pending.load()) {
-      (void)DrainEventFd(s.event_fd);
-      s.pending.store(false);
-    }
+    // Consume the wake before the step drains the inbox (no lost wakeup):
+    // a push after this sets the flag again, and it is read before the
+    // next sleep. The eventfd is drained where a wait returns on it.
+    if (s.pending.load()) s.pending.store(false);
     WaitSet ws;
     {
       base::MutexLock l(&s.step_mu);
@@ -321,6 +329,12 @@ void ThreadedRuntime::WorkerLoop(uint32_t w) {
     const std::optional<uint64_t> wait_ns = PlanSleep(worker, s, fds, fd_channels);
     if (!wait_ns.has_value()) continue;
     if (*wait_ns > 0) {
+      // Read after the plan is published: a Wake that saw no plan set the
+      // flag without writing the eventfd, so the flag is the only trace.
+      if (s.pending.load()) {
+        s.sleep_until_ns.store(0);
+        continue;
+      }
       WaitOn(s, fds, *wait_ns);
       s.sleep_until_ns.store(0);
     }

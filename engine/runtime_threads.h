@@ -36,12 +36,17 @@
 //   and the async reader's eventfds, so they see it at once. An idle engine
 //   so wakes about 10 times a second per worker (each idle wake-up of a
 //   thread showed up in batch-1 p99 on a VM: docs/operations.md 3.1).
-// - No lost wakeup: Wake sets the worker's `pending` flag and writes the
-//   eventfd when the flag was clear; the worker, seeing the flag set,
-//   drains the eventfd and then clears the flag, both *before* Step drains
-//   the inbox, so a push after that point leaves the eventfd readable and
-//   the following poll returns at once (a Wake between the drain and the
-//   clear wrote nothing, and its push was made before the Step).
+// - No lost wakeup: Wake sets the worker's `pending` flag and, when the
+//   flag was clear and the owner has published a sleep (`sleep_until_ns`
+//   != 0), writes the eventfd. The owner clears the flag *before* Step
+//   drains the inbox, and after publishing a sleep plan reads the flag
+//   again and skips the sleep if it is set (flag and plan are seq_cst on
+//   both sides: either the owner sees the flag or the waker sees the plan
+//   and writes the eventfd, which ends the wait). A spinning or stepping
+//   owner is so woken without a system call on either side (one eventfd
+//   write and one drain per batch-1 submit before 2026-12-06). A write
+//   racing the owner's wake-up leaves the eventfd readable; the next wait
+//   returns at once and drains it (WaitOn): one early return, no loss.
 // - Every completion event taken from a channel is acknowledged at once and
 //   its CQ re-armed before the next Step polls it (no CQE can complete
 //   between the poll and the arm unseen). Events are taken from every
@@ -112,6 +117,7 @@ struct ThreadedRuntimeStats {
   std::atomic<uint64_t> worker_waits{0};    // times a worker blocked
   std::atomic<uint64_t> channel_events{0};  // completion events taken
   std::atomic<uint64_t> wakes_written{0};   // eventfd writes by Wake
+  std::atomic<uint64_t> wakes_flagged{0};   // Wakes of an owner not asleep (flag only)
   std::atomic<uint64_t> listener_messages{0};
   std::atomic<uint64_t> listener_waits{0};   // blocking ControlNet polls
   std::atomic<uint64_t> listener_sleeps{0};  // fallback sleeps (Poll did not block)
@@ -193,7 +199,7 @@ class ThreadedRuntime {
  private:
   struct Slot {
     int event_fd = -1;                 // wake eventfd (non-blocking)
-    std::atomic<bool> pending{false};  // a wake was written and not consumed
+    std::atomic<bool> pending{false};  // a wake not yet consumed by the owner
     std::atomic<bool> drained{false};  // Worker::ShutDown() after the last Step
     uint64_t spin_ns = 0;              // the adaptive spin budget (its thread only)
     base::Mutex step_mu;               // held for every step of the worker

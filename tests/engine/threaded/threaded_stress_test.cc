@@ -310,6 +310,17 @@ TEST_P(EngineThreadedModes, FourUserThreadsTwoEnginesBytesVerifiedNoLeaks) {
       EXPECT_GT(st.spin_steps.load(), 0u);
       EXPECT_GT(st.spin_hits.load(), 0u);
     }
+    // A busy-polling owner never publishes a sleep before Stop, so every
+    // Wake only sets its flag (no eventfd write on the submit path).
+    std::printf("%s wakes flagged=%llu written=%llu\n", hs.addr.c_str(),
+                static_cast<unsigned long long>(st.wakes_flagged.load()),
+                static_cast<unsigned long long>(st.wakes_written.load()));
+    if (mode == OwnerPollMode::kBusyPoll) {
+      EXPECT_EQ(st.wakes_written.load(), 0u);
+    }
+    if (!user_steps) {
+      EXPECT_GT(st.wakes_flagged.load() + st.wakes_written.load(), 0u);
+    }
     // User threads stepped owners themselves only when allowed to.
     std::printf("%s inline steps=%llu owner wakes after them=%llu lock busy=%llu\n",
                 hs.addr.c_str(), static_cast<unsigned long long>(st.inline_steps.load()),
