@@ -321,6 +321,12 @@ std::optional<uint64_t> ThreadedRuntime::PlanSleep(Worker& worker, Slot& s, std:
   if (wait_ns > 0) {
     s.sleep_channels.store(static_cast<uint32_t>(fds.size()));
     s.sleep_until_ns.store(std::max<uint64_t>(1, clock->NowNs() + wait_ns));
+    // Read after the plan is published: a Wake that saw no plan set the
+    // flag without writing the eventfd, so the flag is the only trace.
+    if (s.pending.load()) {
+      s.sleep_until_ns.store(0);
+      return std::nullopt;
+    }
   }
   return wait_ns;
 }
@@ -348,12 +354,6 @@ void ThreadedRuntime::WorkerLoop(uint32_t w) {
     const std::optional<uint64_t> wait_ns = PlanSleep(worker, s, fds, fd_channels);
     if (!wait_ns.has_value()) continue;
     if (*wait_ns > 0) {
-      // Read after the plan is published: a Wake that saw no plan set the
-      // flag without writing the eventfd, so the flag is the only trace.
-      if (s.pending.load()) {
-        s.sleep_until_ns.store(0);
-        continue;
-      }
       WaitOn(s, fds, *wait_ns);
       s.sleep_until_ns.store(0);
     }

@@ -214,7 +214,8 @@ class ThreadedRuntime {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.step_mu);
   // The owner thread's sleep plan, under the step lock: fills the channel
   // fds to wait on and publishes the plan in the slot; returns the wait, or
-  // nullopt when the worker must step again at once.
+  // nullopt when the worker must step again at once (work left, or a wake
+  // flagged before the plan was published: the plan is withdrawn).
   std::optional<uint64_t> PlanSleep(Worker& worker, Slot& s, std::vector<int>& fds,
                                     std::vector<hal::CompChannelHandle>& channels);
   // Whether an owner asleep as the slot says misses something `ws` asks for.
