@@ -114,6 +114,8 @@ struct WorkerStats {
                                            // peer incarnation was refused (it restarted)
   uint64_t other_incarnation_retires = 0;  // a READY endpoint retired: the next slice's rkeys
                                            // are another incarnation's of the peer
+  uint64_t qp_count_refusals = 0;          // REQs refused: the peer's qps_per_endpoint differs
+  uint64_t config_failed = 0;              // slices failed unposted by such a refusal
   // Memory windows (docs/security.md section 6).
   uint64_t windows_bound = 0;    // window binds that completed (target side)
   uint64_t windows_revoked = 0;  // windows deallocated at an endpoint's retire

@@ -348,7 +348,7 @@ void Worker::OnReq(const HandshakeMessage& m, const std::string& from) {
     return;
   }
   if (m.qps.size() != cfg_.qps_per_endpoint) {
-    SendReply(from, m, HandshakeType::kError, "qp_count");
+    SendReply(from, m, HandshakeType::kError, kQpCountMismatch);
     return;
   }
   const Key key{*ctx, m.src_nic_path};
@@ -586,6 +586,17 @@ void Worker::OnStaleOrError(const HandshakeMessage& m, const std::string& from) 
     RememberIn(exited_, exited_order_, key, ep->target_incarnation);
     FailBoundTo(key, ep->target_incarnation);
   }
+  // The peer runs another qps_per_endpoint: every REQ to it is refused
+  // alike, so the key's queued slices fail now (unposted: no WR exists
+  // for them, C1) instead of retrying until their deadline. A later
+  // submit asks again (the peer may have been reconfigured).
+  if (m.type == HandshakeType::kError && m.error_message == kQpCountMismatch &&
+      ep->state() == EndpointState::kConnecting && !ep->peer().has_value()) {
+    ++stats_.qp_count_refusals;
+    const uint64_t failed_before = stats_.config_failed;
+    FailQueued(key);
+    NoteEvent("qp_count_refused", key, ep->generation(), stats_.config_failed - failed_before);
+  }
   // The handshake failed; the next post makes a fresh endpoint.
   if (ep->state() != EndpointState::kConnecting || ep->peer().has_value()) return;
   Retire(ep, RetireReason::kHandshakeFailed);
@@ -606,6 +617,18 @@ void Worker::FailBoundTo(const Key& key, uint64_t incarnation) {
     } else {
       dq.push_back(std::move(p));
     }
+  }
+}
+
+void Worker::FailQueued(const Key& key) {
+  PendingQueue* found = pending_.FindListed(key.first, key.second);
+  if (found == nullptr) return;
+  // Bounded by the queue's length.
+  while (!found->empty()) {
+    Pending p = std::move(found->front());
+    found->pop_front();
+    if (p.route->task->TryWithdrawSlice(p.slice, SliceOutcome::kFailed).moved)
+      ++stats_.config_failed;
   }
 }
 

@@ -27,6 +27,10 @@ constexpr size_t kReplacedKeysMax = 4096;
 constexpr uint64_t kParkedRecheckNs = 100'000;
 // The ERROR answer to a REQ that named an earlier incarnation of its target.
 constexpr std::string_view kTargetRestarted = "target_restarted";
+// The ERROR answer to a REQ whose QP count is not the target's
+// qps_per_endpoint: the two sides pair QPs one to one, so no endpoint
+// between them can pair until one is reconfigured.
+constexpr std::string_view kQpCountMismatch = "qp_count";
 
 inline std::string AddressOf(std::string_view peer_path) {
   return std::string(peer_path.substr(0, peer_path.find('@')));

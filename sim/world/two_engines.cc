@@ -137,6 +137,7 @@ TwoEngines::TwoEngines(uint64_t seed, sim::NetPlan plan, const base::Mutations& 
       config_(config),
       host_auth_(options.host_auth),
       host_rd_atomic_max_(options.host_rd_atomic_max),
+      host_qps_per_endpoint_(options.host_qps_per_endpoint),
       host_memory_(options.host_memory),
       net_plan_(plan),
       devices_per_host_(options.devices_per_host),
@@ -220,6 +221,8 @@ absl::Status TwoEngines::Start(uint32_t h) {
     if (auto a = host_auth_.find(h); a != host_auth_.end()) cfg.auth = a->second;
     if (auto r = host_rd_atomic_max_.find(h); r != host_rd_atomic_max_.end())
       cfg.qp_rd_atomic_max = r->second;
+    if (auto q = host_qps_per_endpoint_.find(h); q != host_qps_per_endpoint_.end())
+      cfg.qps_per_endpoint = q->second;
     auto e = engine::SteppedEngine::Create(cfg, env, &mutations_,
                                            observe_engines_ ? hs.obs.get() : nullptr);
     if (!e.ok()) {

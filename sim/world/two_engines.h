@@ -176,6 +176,8 @@ struct WorldOptions {
   // Per host: its engine's qp_rd_atomic_max (peers that offer different
   // READ depths; tests/engine/sim/qp_attr_scenarios_test.cc).
   std::map<uint32_t, uint8_t> host_rd_atomic_max;
+  // Per host: its engine's qps_per_endpoint (peers configured apart).
+  std::map<uint32_t, uint32_t> host_qps_per_endpoint;
   // Host h's control address is "<host_prefix><h>:1000" ("h0:1000"...); a
   // longer prefix gives peer paths past std::string's inline size.
   std::string host_prefix = "h";
@@ -389,6 +391,7 @@ class TwoEngines {
   EngineConfig config_;
   std::map<uint32_t, AuthConfig> host_auth_;
   std::map<uint32_t, uint8_t> host_rd_atomic_max_;
+  std::map<uint32_t, uint32_t> host_qps_per_endpoint_;
   std::map<uint32_t, MemoryOptions> host_memory_;
   sim::NetPlan net_plan_;
   uint32_t devices_per_host_ = 1;

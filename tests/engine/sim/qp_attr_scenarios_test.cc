@@ -11,6 +11,9 @@
 //   with the fewest live endpoints), as the CQ budget
 //   (EngineConfig::EndpointsPerCq) assumes; before, every endpoint went on
 //   the owner's first CQ.
+// - peers with different qps_per_endpoint never pair: the target refuses
+//   the REQ ("qp_count") and the initiator fails the key's queued slices
+//   at once, unposted, instead of retrying until their deadline.
 // These tests check the attributes the QPs get, through the fabric's view
 // of its live QPs.
 #include <cstdint>
@@ -135,6 +138,65 @@ TEST(QpAttrScenario, EndpointsSpreadOverTheOwnersCqs) {
   // One CQ: all eight QPs on it.
   EXPECT_EQ(QpsPerCqAfterFourPeers(1, &finish), (std::map<std::string, int>{{"cq=1", 8}}));
   EXPECT_EQ(finish, "");
+}
+
+// Host 0 runs 2 QPs per endpoint, host 1 `target_qps`. What one 32 KiB
+// WRITE (two slices) from host 0 ended as, when, and the order of host 0's
+// events about it.
+struct MismatchRun {
+  TaskStatus status = TaskStatus::kPending;
+  uint64_t took_ns = 0;
+  int64_t req_sent = -1, refusal_seen = -1, refused = -1;
+  uint64_t refusals = 0, failed = 0, slices_in_refusal = 0;
+  std::string finish;
+};
+
+MismatchRun WriteToPeerWithQps(uint32_t target_qps) {
+  simworld::WorldOptions o;
+  o.host_qps_per_endpoint = {{1, target_qps}};
+  EngineConfig c = ScenarioConfig();
+  c.cqe_limit = 4096;  // room for 4 QPs per endpoint in the CQ budget
+  TwoEngines w(45, sim::NetPlan{}, {}, c, TwoEngines::MakeFabricConfig(), o);
+  MismatchRun out;
+  auto seg = w.Open(0, 1);
+  if (!seg.ok()) {
+    out.finish = "open: " + seg.status().ToString();
+    return out;
+  }
+  const size_t from = w.host(0).obs->records().size();
+  const uint64_t t0 = w.clock().NowNs();
+  out.status = Run1(w, 0, MakeReq(w, 0, *seg, OpKind::kWrite, 0, 0, 32 * 1024)).first;
+  out.took_ns = w.clock().NowNs() - t0;
+  const auto& r = w.host(0).obs->records();
+  const std::string key = "sim0|" + w.host(1).addr + "@sim0";
+  out.req_sent = Find(r, "req_sent", key, from);
+  out.refusal_seen = Find(r, "stale_recv", key, from);
+  out.refused = Find(r, "qp_count_refused", key, from);
+  if (out.refused >= 0) out.slices_in_refusal = r[out.refused].b;
+  for (uint32_t k = 0; k < w.host(0).engine->worker_count(); ++k) {
+    out.refusals += w.host(0).engine->StatsOf(k).qp_count_refusals;
+    out.failed += w.host(0).engine->StatsOf(k).config_failed;
+  }
+  out.finish = Finish(w);
+  return out;
+}
+
+TEST(QpAttrScenario, PeersWithOtherQpCountsFailAtOnceNotAtTheDeadline) {
+  for (uint32_t target_qps : {1u, 4u}) {
+    SCOPED_TRACE(absl::StrCat("target qps_per_endpoint ", target_qps));
+    const MismatchRun m = WriteToPeerWithQps(target_qps);
+    EXPECT_EQ(m.status, TaskStatus::kFailed);
+    // One control round trip, far inside ScenarioConfig's 2 s slice
+    // timeout (before: TIMEOUT after 2 s of REQs refused one by one).
+    EXPECT_LT(m.took_ns, ScenarioConfig().slice_timeout_ns / 100);
+    EXPECT_GE(m.req_sent, 0);
+    EXPECT_GT(m.refusal_seen, m.req_sent);
+    EXPECT_GT(m.refused, m.refusal_seen);
+    EXPECT_EQ(m.slices_in_refusal, 2u);
+    EXPECT_EQ(m.refusals, 1u);
+    EXPECT_EQ(m.failed, 2u);
+    EXPECT_EQ(m.finish, "");
+  }
 }
 
 }  // namespace
