@@ -328,9 +328,9 @@ class Worker {
   // restarted), and reports each for a descriptor refetch.
   void FailBoundTo(const Key& key, uint64_t incarnation);
   void FailOtherIncarnation(const Pending& p);
-  // Every queued slice of `key` fails unposted (a peer that refuses every
-  // REQ for its configuration).
-  void FailQueued(const Key& key);
+  // Every slice of `dq` fails unposted (shutdown; a peer that refuses
+  // every REQ for its configuration); returns how many it withdrew.
+  uint32_t FailAllUnposted(PendingQueue& dq);
   // Fails the queue's front slices bound to an incarnation of the peer
   // that refused a REQ as not its own (exited_).
   void DropExitedFront(const Key& key, PendingQueue& dq);

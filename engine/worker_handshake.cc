@@ -586,19 +586,19 @@ void Worker::OnStaleOrError(const HandshakeMessage& m, const std::string& from) 
     RememberIn(exited_, exited_order_, key, ep->target_incarnation);
     FailBoundTo(key, ep->target_incarnation);
   }
+  // The handshake failed; the next post makes a fresh endpoint.
+  if (ep->state() != EndpointState::kConnecting || ep->peer().has_value()) return;
   // The peer runs another qps_per_endpoint: every REQ to it is refused
   // alike, so the key's queued slices fail now (unposted: no WR exists
   // for them, C1) instead of retrying until their deadline. A later
   // submit asks again (the peer may have been reconfigured).
-  if (m.type == HandshakeType::kError && m.error_message == kQpCountMismatch &&
-      ep->state() == EndpointState::kConnecting && !ep->peer().has_value()) {
+  if (m.type == HandshakeType::kError && m.error_message == kQpCountMismatch) {
     ++stats_.qp_count_refusals;
-    const uint64_t failed_before = stats_.config_failed;
-    FailQueued(key);
-    NoteEvent("qp_count_refused", key, ep->generation(), stats_.config_failed - failed_before);
+    PendingQueue* dq = pending_.FindListed(key.first, key.second);
+    const uint32_t failed = dq == nullptr ? 0 : FailAllUnposted(*dq);
+    stats_.config_failed += failed;
+    NoteEvent("qp_count_refused", key, ep->generation(), failed);
   }
-  // The handshake failed; the next post makes a fresh endpoint.
-  if (ep->state() != EndpointState::kConnecting || ep->peer().has_value()) return;
   Retire(ep, RetireReason::kHandshakeFailed);
 }
 
@@ -617,18 +617,6 @@ void Worker::FailBoundTo(const Key& key, uint64_t incarnation) {
     } else {
       dq.push_back(std::move(p));
     }
-  }
-}
-
-void Worker::FailQueued(const Key& key) {
-  PendingQueue* found = pending_.FindListed(key.first, key.second);
-  if (found == nullptr) return;
-  // Bounded by the queue's length.
-  while (!found->empty()) {
-    Pending p = std::move(found->front());
-    found->pop_front();
-    if (p.route->task->TryWithdrawSlice(p.slice, SliceOutcome::kFailed).moved)
-      ++stats_.config_failed;
   }
 }
 

@@ -114,12 +114,7 @@ void Worker::DropLatched(PendingQueue& dq) {
 
 void Worker::OpenFor(const Key& key, PendingQueue& dq) {
   if (shutdown_) {
-    // No new endpoints during shutdown: the slices fail unposted.
-    while (!dq.empty()) {
-      Pending p = dq.front();
-      dq.pop_front();
-      p.route->task->TryWithdrawSlice(p.slice, SliceOutcome::kFailed);
-    }
+    (void)FailAllUnposted(dq);  // no new endpoints during shutdown
     return;
   }
   if (RailPaused(key.first) || !StoreHasRoom(key.first)) return;
@@ -129,6 +124,17 @@ void Worker::OpenFor(const Key& key, PendingQueue& dq) {
   (*made)->target_incarnation = dq.front().route->peer_incarnation;
   SendReq(*made);
   NoteEvent("req_sent", key, (*made)->generation(), 0);
+}
+
+uint32_t Worker::FailAllUnposted(PendingQueue& dq) {
+  uint32_t withdrawn = 0;
+  // Bounded by the queue's length.
+  while (!dq.empty()) {
+    Pending p = std::move(dq.front());
+    dq.pop_front();
+    if (p.route->task->TryWithdrawSlice(p.slice, SliceOutcome::kFailed).moved) ++withdrawn;
+  }
+  return withdrawn;
 }
 
 bool Worker::PostRound(const Key& key, Endpoint* ep, CqQuota& ledger, PendingQueue& dq,
