@@ -1,13 +1,21 @@
-// bench/hal_probe/hal_probe.cc: a raw-verbs RDMA WRITE bandwidth probe
-// through Ferry's HAL (hal::Verbs from hal::NewIbverbsVerbs()), so the HAL's
-// overhead is known before the engine adds its own. One process opens two
-// devices (default rxe0 and rxe1), connects one RC QP pair between them and
-// streams RDMA WRITEs from A to B like perftest's ib_write_bw: a fixed number
-// of iterations per size, at most `window` WRs outstanding, every
-// `signal_every`-th WR (and the last) signaled, `post_batch` WRs per
-// PostSend call (default 1, as perftest's default post list). Reports Gb/s per size, one
-// line each:
-//   hal_probe size_bytes=4096 iters=5000 window=128 secs=0.812 gbps=0.201
+// bench/hal_probe/hal_probe.cc: a raw-verbs RDMA bandwidth and latency
+// probe through Ferry's HAL (hal::Verbs from hal::NewIbverbsVerbs()), so the
+// HAL's overhead is known before the engine adds its own. One process opens
+// two devices (default rxe0 and rxe1) and connects one RC QP pair between
+// them. A posts (`--op=write`: RDMA WRITE A -> B; `--op=read`: RDMA READ of
+// B into A).
+// - Bandwidth (default), like perftest's ib_write_bw: a fixed number of
+//   iterations per size, at most `window` WRs outstanding, every
+//   `signal_every`-th WR (and the last) signaled, `post_batch` WRs per
+//   PostSend call (default 1, as perftest's default post list). One line
+//   per size:
+//     hal_probe size_bytes=4096 iters=5000 window=128 secs=0.812 gbps=0.201
+// - Latency (`--latency=1`): one signaled WR at a time, each timed from
+//   just before its PostSend to the poll that returns its CQE (busy
+//   polling). For a WRITE that is the time to its completion, the ACK
+//   included, which is what Ferry's WRITE latency times and what
+//   ib_write_lat (half a ping-pong) does not. One line per size:
+//     hal_probe_lat op=write size_bytes=4096 iters=1000 p50_us=.. p99_us=.. p999_us=..
 //
 // What must stay true: every wait is bounded by a wall-clock deadline
 // (--deadline_s); any verbs error or error completion ends the run with a
@@ -46,6 +54,7 @@ constexpr uint32_t kPollBatch = 32;     // CQEs per PollCq call
 constexpr uint32_t kWindowMax = 1024;   // bound on outstanding WRs
 constexpr uint64_t kSizeBytesMax = 1 << 30;
 constexpr uint64_t kPageBytes = 4096;
+constexpr uint8_t kRdAtomic = 16;  // READs in flight per QP (both ends)
 
 struct Options {
   std::string dev_a = "rxe0";
@@ -57,6 +66,8 @@ struct Options {
   uint32_t signal_every = 64;
   uint32_t post_batch = 1;  // WRs per PostSend call (perftest: 1)
   uint64_t deadline_s = 300;
+  hal::Opcode op = hal::Opcode::kRdmaWrite;
+  bool latency = false;  // one WR at a time, timed to its CQE
 };
 
 uint64_t NowNs() {
@@ -113,6 +124,10 @@ absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
       o.post_batch = static_cast<uint32_t>(std::min<uint64_t>(n, kPostBatchMax + 1));
     } else if (key == "deadline_s" && absl::SimpleAtoi(val, &n)) {
       o.deadline_s = n;
+    } else if (key == "op" && (val == "write" || val == "read")) {
+      o.op = val == "write" ? hal::Opcode::kRdmaWrite : hal::Opcode::kRdmaRead;
+    } else if (key == "latency" && (val == "0" || val == "1")) {
+      o.latency = val == "1";
     } else {
       return absl::InvalidArgumentError(absl::StrCat("unknown or bad option '", arg, "'"));
     }
@@ -193,9 +208,7 @@ class Probe {
   // Streams `iters` WRITEs of `size_bytes`; returns the elapsed ns from the
   // first post to the last completion.
   absl::StatusOr<uint64_t> Run(uint64_t size_bytes, uint64_t iters) {
-    Side& a = side_[0];
-    Side& b = side_[1];
-    FERRY_CHECK_LE(size_bytes, a.buf_bytes);
+    FERRY_CHECK_LE(size_bytes, side_[0].buf_bytes);
     const uint64_t t0 = NowNs();
     const uint64_t deadline = t0 + o_.deadline_s * 1'000'000'000;
     uint64_t posted = 0, completed = 0;
@@ -209,26 +222,16 @@ class Probe {
       const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(room, o_.post_batch));
       for (uint32_t k = 0; k < n; ++k) {
         const uint64_t seq = posted + k;  // 0-based
-        hal::SendWr& w = chain[k];
-        w = hal::SendWr{};
-        w.wr_id = seq;
-        w.opcode = hal::Opcode::kRdmaWrite;
         const bool last = seq + 1 == iters;
-        w.send_flags =
-            ((seq + 1) % o_.signal_every == 0 || last) ? uint32_t{hal::kSendSignaled} : 0u;
-        w.num_sge = 1;
-        w.sg_list[0] = hal::Sge{reinterpret_cast<uint64_t>(a.buf.get()),
-                                static_cast<uint32_t>(size_bytes), a.mr.lkey};
-        w.remote_addr = reinterpret_cast<uint64_t>(b.buf.get());
-        w.rkey = b.mr.rkey;
+        chain[k] = MakeWr(seq, size_bytes, (seq + 1) % o_.signal_every == 0 || last);
       }
       if (n > 0) {
-        const hal::PostResult r = v_.PostSend(a.qp.qp, absl::MakeConstSpan(chain.data(), n));
+        const hal::PostResult r = v_.PostSend(side_[0].qp.qp, absl::MakeConstSpan(chain.data(), n));
         FERRY_RETURN_IF_ERROR(r.status);
         posted += n;
       }
       FERRY_ASSIGN_OR_RETURN(const uint32_t got,
-                             v_.PollCq(a.cq.cq, absl::MakeSpan(wc, kPollBatch)));
+                             v_.PollCq(side_[0].cq.cq, absl::MakeSpan(wc, kPollBatch)));
       for (uint32_t k = 0; k < got; ++k) {
         if (wc[k].status != hal::WcStatus::kSuccess) {
           return absl::InternalError(absl::StrCat("WR ", wc[k].wr_id, " completed with status ",
@@ -244,6 +247,42 @@ class Probe {
       }
     }
     return NowNs() - t0;
+  }
+
+  // Posts `iters` signaled WRs of `size_bytes` one at a time; returns each
+  // one's time from just before its PostSend to the poll that returned its
+  // CQE, in ns, in post order.
+  absl::StatusOr<std::vector<uint64_t>> RunLatency(uint64_t size_bytes, uint64_t iters) {
+    FERRY_CHECK_LE(size_bytes, side_[0].buf_bytes);
+    const uint64_t deadline = NowNs() + o_.deadline_s * 1'000'000'000;
+    std::vector<uint64_t> ns;
+    ns.reserve(iters);
+    hal::WorkCompletion wc[kPollBatch];
+    for (uint64_t seq = 0; seq < iters; ++seq) {
+      const hal::SendWr w = MakeWr(seq, size_bytes, true);
+      const uint64_t t0 = NowNs();
+      FERRY_RETURN_IF_ERROR(v_.PostSend(side_[0].qp.qp, absl::MakeConstSpan(&w, 1)).status);
+      // Busy polling, bounded by the deadline.
+      for (;;) {
+        FERRY_ASSIGN_OR_RETURN(const uint32_t got,
+                               v_.PollCq(side_[0].cq.cq, absl::MakeSpan(wc, kPollBatch)));
+        if (got > 0) {
+          FERRY_CHECK_EQ(got, 1u);  // one WR outstanding
+          FERRY_CHECK_EQ(wc[0].wr_id, seq);
+          if (wc[0].status != hal::WcStatus::kSuccess) {
+            return absl::InternalError(absl::StrCat("WR ", seq, " completed with status ",
+                                                    static_cast<int>(wc[0].status)));
+          }
+          ns.push_back(NowNs() - t0);
+          break;
+        }
+        if (NowNs() > deadline) {
+          return absl::DeadlineExceededError(
+              absl::StrCat(size_bytes, " B: ", seq, " of ", iters, " WRs done at the deadline"));
+        }
+      }
+    }
+    return ns;
   }
 
   uint32_t path_mtu_bytes() const {
@@ -266,7 +305,7 @@ class Probe {
     a.path_mtu = std::min(s.mtu, peer.mtu);
     a.dest_qp_num = peer.qp.qp_num;
     a.rq_psn = 0;
-    a.max_dest_rd_atomic = 1;
+    a.max_dest_rd_atomic = kRdAtomic;
     a.min_rnr_timer = 12;
     a.ah_attr.is_global = true;
     a.ah_attr.dgid = peer.gid;
@@ -283,10 +322,24 @@ class Probe {
     a.timeout = 14;   // ~67 ms: TCG timers fire late now and then
     a.retry_cnt = 7;  // rxe: retry forever (the deadline bounds the run)
     a.rnr_retry = 7;
-    a.max_rd_atomic = 1;
+    a.max_rd_atomic = kRdAtomic;
     return v_.ModifyQp(s.qp.qp, a,
                        hal::kQpState | hal::kQpSqPsn | hal::kQpMaxQpRdAtomic | hal::kQpRetryCnt |
                            hal::kQpRnrRetry | hal::kQpTimeout);
+  }
+
+  // One WR of the probe's op: A's buffer start <-> B's buffer start.
+  hal::SendWr MakeWr(uint64_t seq, uint64_t size_bytes, bool signaled) const {
+    hal::SendWr w;
+    w.wr_id = seq;
+    w.opcode = o_.op;
+    w.send_flags = signaled ? uint32_t{hal::kSendSignaled} : 0u;
+    w.num_sge = 1;
+    w.sg_list[0] = hal::Sge{reinterpret_cast<uint64_t>(side_[0].buf.get()),
+                            static_cast<uint32_t>(size_bytes), side_[0].mr.lkey};
+    w.remote_addr = reinterpret_cast<uint64_t>(side_[1].buf.get());
+    w.rkey = side_[1].mr.rkey;
+    return w;
   }
 
   // CloseDevice destroys whatever the context still holds.
@@ -306,13 +359,22 @@ class Probe {
   bool opened_[2] = {false, false};
 };
 
+// The same rule as ferry-bench's: the element at index size x q / 1000.
+double Quantile(std::vector<uint64_t>& v, uint64_t per_mille) {
+  if (v.empty()) return 0;
+  const size_t i = std::min(v.size() - 1, static_cast<size_t>((v.size() * per_mille) / 1000));
+  std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(i), v.end());
+  return static_cast<double>(v[i]);
+}
+
 int Main(int argc, char** argv) {
   auto opts = ParseArgs(argc, argv);
   if (!opts.ok()) {
     std::fprintf(stderr,
                  "hal_probe: %s\nusage: hal_probe [--dev_a=rxe0] [--dev_b=rxe1] [--gid_index=N] "
                  "[--sizes=4096,65536,1048576] [--iters=5000,1000,100] [--window=128] "
-                 "[--signal_every=64] [--post_batch=1] [--deadline_s=300]\n",
+                 "[--signal_every=64] [--post_batch=1] [--deadline_s=300] [--op=write|read] "
+                 "[--latency=0|1]\n",
                  opts.status().ToString().c_str());
     return 2;
   }
@@ -326,6 +388,21 @@ int Main(int argc, char** argv) {
               opts->dev_b.c_str(), opts->gid_index, probe.path_mtu_bytes());
   for (size_t i = 0; i < opts->sizes_bytes.size(); ++i) {
     const uint64_t size = opts->sizes_bytes[i], iters = opts->iters[i];
+    if (opts->latency) {
+      auto lat = probe.RunLatency(size, iters);
+      if (!lat.ok()) {
+        std::fprintf(stderr, "hal_probe: run: %s\n", lat.status().ToString().c_str());
+        return 1;
+      }
+      std::printf(
+          "hal_probe_lat op=%s size_bytes=%llu iters=%llu p50_us=%.1f p99_us=%.1f "
+          "p999_us=%.1f\n",
+          opts->op == hal::Opcode::kRdmaRead ? "read" : "write",
+          static_cast<unsigned long long>(size), static_cast<unsigned long long>(iters),
+          Quantile(*lat, 500) / 1e3, Quantile(*lat, 990) / 1e3, Quantile(*lat, 999) / 1e3);
+      std::fflush(stdout);
+      continue;
+    }
     auto ns = probe.Run(size, iters);
     if (!ns.ok()) {
       std::fprintf(stderr, "hal_probe: run: %s\n", ns.status().ToString().c_str());

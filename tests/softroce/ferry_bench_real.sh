@@ -7,7 +7,8 @@
 # COMPLETED, every byte verified and both engines shut down cleanly. In the
 # same boot the script measures ferry-bench beside ib_write_bw / ib_read_bw
 # (4 KiB, 64 KiB, 1 MiB) and ib_write_lat / ib_read_lat (4 KiB, batch 1),
-# median of 3: the test requires those lines (a measurement, never a gate
+# and the raw HAL's time to the CQE (bench/hal_probe --latency=1, where it
+# is built), median of 3: the test requires those lines (a measurement, never a gate
 # on their values: docs/operations.md has the figures).
 #
 # Must stay true: the VM is bounded (--timeout); the whole output reaches the
@@ -47,6 +48,11 @@ if [[ $FERRY_BENCH_REAL_PERFTEST != 0 ]]; then
   n_bw=$(grep -c '^ferry-bench-real: ratio \(WRITE\|READ\) [0-9]* ferry=' out || true)
   n_lat=$(grep -c '^ferry-bench-real: latency \(WRITE\|READ\) 4096 p50 ferry=' out || true)
   ((n_bw == 6 && n_lat == 2)) || fail "want 6 bandwidth and 2 latency comparisons, got $n_bw and $n_lat"
+  # The raw HAL's latency to the CQE, where bench/hal_probe is built.
+  if [[ -x $(dirname "$bin")/../hal_probe/hal_probe ]]; then
+    n_cqe=$(grep -c '^ferry-bench-real: latency \(WRITE\|READ\) 4096 to CQE p50 ferry=[0-9.]* hal_probe=[0-9]' out || true)
+    ((n_cqe == 2)) || fail "want 2 latency-to-CQE comparisons with hal_probe figures, got $n_cqe"
+  fi
   grep -q '^ferry-bench-real: \(ratio\|latency\) .* ratio=[0-9]' out ||
     fail "no comparison produced a number (perftest or ferry-bench broken in the VM)"
 fi
