@@ -205,8 +205,8 @@ class Probe {
     return absl::OkStatus();
   }
 
-  // Streams `iters` WRITEs of `size_bytes`; returns the elapsed ns from the
-  // first post to the last completion.
+  // Streams `iters` WRs of the probe's op, `size_bytes` each; returns the
+  // elapsed ns from the first post to the last completion.
   absl::StatusOr<uint64_t> Run(uint64_t size_bytes, uint64_t iters) {
     FERRY_CHECK_LE(size_bytes, side_[0].buf_bytes);
     const uint64_t t0 = NowNs();
