@@ -59,6 +59,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "bench/quantile.h"
 #include "engine/inspect.h"
 #include "ferry/engine.h"
 #include "hal/os/os_entropy.h"
@@ -600,13 +601,6 @@ struct PointResult {
   std::vector<uint64_t> lat_ns;     // per batch, the mode's time base
   std::vector<uint64_t> submit_ns;  // per batch, its Submit call alone
 };
-
-uint64_t Quantile(std::vector<uint64_t>& v, uint64_t per_mille) {
-  if (v.empty()) return 0;
-  const size_t i = std::min(v.size() - 1, static_cast<size_t>((v.size() * per_mille) / 1000));
-  std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(i), v.end());
-  return v[i];
-}
 
 void PrintHeader(bool sim) {
   std::printf("%-5s %8s %5s %7s %8s %10s %10s %9s %9s %9s %9s %s\n", "op", "block", "batch",

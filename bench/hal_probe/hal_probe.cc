@@ -40,6 +40,7 @@
 #include "absl/strings/string_view.h"
 #include "base/check.h"
 #include "base/status_macros.h"
+#include "bench/quantile.h"
 #include "hal/ibverbs/ibverbs.h"
 #include "hal/types.h"
 #include "hal/verbs.h"
@@ -359,14 +360,6 @@ class Probe {
   bool opened_[2] = {false, false};
 };
 
-// The same rule as ferry-bench's: the element at index size x q / 1000.
-double Quantile(std::vector<uint64_t>& v, uint64_t per_mille) {
-  if (v.empty()) return 0;
-  const size_t i = std::min(v.size() - 1, static_cast<size_t>((v.size() * per_mille) / 1000));
-  std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(i), v.end());
-  return static_cast<double>(v[i]);
-}
-
 int Main(int argc, char** argv) {
   auto opts = ParseArgs(argc, argv);
   if (!opts.ok()) {
@@ -399,7 +392,9 @@ int Main(int argc, char** argv) {
           "p999_us=%.1f\n",
           opts->op == hal::Opcode::kRdmaRead ? "read" : "write",
           static_cast<unsigned long long>(size), static_cast<unsigned long long>(iters),
-          Quantile(*lat, 500) / 1e3, Quantile(*lat, 990) / 1e3, Quantile(*lat, 999) / 1e3);
+          static_cast<double>(Quantile(*lat, 500)) / 1e3,
+          static_cast<double>(Quantile(*lat, 990)) / 1e3,
+          static_cast<double>(Quantile(*lat, 999)) / 1e3);
       std::fflush(stdout);
       continue;
     }
