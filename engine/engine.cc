@@ -238,10 +238,12 @@ absl::Status EngineImpl::RegisterMemory(void* addr, size_t len_bytes,
   if (a + len_bytes < a) return absl::InvalidArgumentError("RegisterMemory: range overflows");
   base::MutexLock l(&mu_);
   if (shutdown_) return absl::FailedPreconditionError("engine is shutting down");
-  // O(log n): mr_ranges_ holds exactly the ranges of regions_.
-  if (!mr_ranges_.Add(a, len_bytes).ok())
+  // O(log n): mr_ranges_ holds exactly the ranges of regions_, each tagged
+  // with its region's id (RouteOf takes the id from Submit's validation).
+  const uint64_t id = next_region_;
+  if (!mr_ranges_.Add(a, len_bytes, id).ok())
     return absl::AlreadyExistsError("RegisterMemory: overlaps a registered range");
-  const uint64_t id = next_region_++;
+  ++next_region_;
   for (size_t i = 0; i < contexts_.size(); ++i) {
     auto k = contexts_[i]->RegisterRegion(id, addr, len_bytes, engine::MrAccessFor(options.access),
                                           options.revocable);
@@ -631,9 +633,12 @@ const std::shared_ptr<const std::string>& EngineImpl::PeerPathOf(PeerSegment& ps
   // switch engine_refetch_any_version) may list other devices.
   if (ps.paths_of != of || ps.peer_paths.size() != n) {
     ps.peer_paths.clear();
+    ps.key_hashes.clear();
     for (size_t d = 0; d < n; ++d) {
       const std::string nic = seg.devices.empty() ? "" : seg.devices[d].name;
       ps.peer_paths.push_back(std::make_shared<const std::string>(seg.address + "@" + nic));
+      for (uint32_t c = 0; c < contexts_.size(); ++c)
+        ps.key_hashes.push_back(KeyHashOf(c, *ps.peer_paths.back()));
     }
     ps.paths_of = of;
   }
@@ -644,11 +649,20 @@ const std::shared_ptr<const std::string>& EngineImpl::PeerPathOf(PeerSegment& ps
 // One accepted request as its owner needs it (Submit, under mu_): the task,
 // the rail (local context and peer device, spread by the task's index in
 // its batch), the keys of the local region and of the remote buffer.
+// `found` is what validation found for it (the local region's id is its
+// local range's tag, the remote buffer's index its remote range's; an
+// empty range: none, as for a notification).
 std::shared_ptr<engine::TaskRoute> EngineImpl::RouteOf(const Request& r, uint32_t index,
-                                                       uint64_t now) {
+                                                       uint64_t now,
+                                                       const engine::ResolvedRanges& found,
+                                                       RouteMemo& memo) {
   // The descriptor held now, stale or not (a refetch in flight does not
   // hold the submit back; see Engine::GetSegmentInfo).
-  PeerSegment& ps = *segment_index_.at(r.segment.id);
+  if (memo.ps == nullptr || memo.segment != r.segment.id) {
+    memo.ps = segment_index_.at(r.segment.id);
+    memo.segment = r.segment.id;
+  }
+  PeerSegment& ps = *memo.ps;
   const SegmentDescriptor& seg = ps.descriptor;
   engine::TaskGeometry g;
   g.length_bytes = r.length_bytes;
@@ -677,27 +691,30 @@ std::shared_ptr<engine::TaskRoute> EngineImpl::RouteOf(const Request& r, uint32_
   }
   const size_t pdev = seg.devices.empty() ? 0 : index % seg.devices.size();
   route->peer_path = PeerPathOf(ps, pdev);
-  // O(log n) lookups (bench/scale: a scan here cost 490x at 10000
-  // regions): regions never overlap, so the one holding local_addr is the
-  // last that starts at or before it.
-  if (auto it = regions_.upper_bound(r.local_addr); it != regions_.begin()) {
-    const Region& reg = std::prev(it)->second;
-    if (r.local_addr < reg.addr + reg.len_bytes) {
-      // Epoch first: a re-enable in between only makes the owner
-      // refresh a key that is already new.
-      route->lkey_epoch = contexts_[route->context]->epoch();
-      route->region = reg.id;
+  route->key_hash = ps.key_hashes[pdev * n + route->context];
+  // The region validation found holding local_addr (none for a
+  // notification's send slot). Epoch first: a re-enable in between only
+  // makes the owner refresh a key that is already new (so a remembered key
+  // serves only its own epoch).
+  if (found.local.length_bytes != 0) {
+    route->lkey_epoch = contexts_[route->context]->epoch();
+    route->region = found.local.tag;
+    if (memo.context != route->context || memo.region != route->region ||
+        memo.epoch != route->lkey_epoch) {
       // Not registered there (the context went down since): the owner
       // takes the keys of the new epoch before it posts.
-      auto keys = contexts_[route->context]->KeysOf(reg.id);
-      route->lkey = keys.ok() ? keys->lkey : 0;
+      auto keys = contexts_[route->context]->KeysOf(route->region);
+      memo.context = route->context;
+      memo.region = route->region;
+      memo.epoch = route->lkey_epoch;
+      memo.lkey = keys.ok() ? keys->lkey : 0;
     }
+    route->lkey = memo.lkey;
   }
   // The buffer C8 validated the remote range against (its index is the
-  // range's tag).
-  if (const std::optional<engine::Range> b = ps.ranges.Covering(r.remote_addr);
-      b.has_value() && b->tag < seg.buffers.size()) {
-    const BufferDescriptor& buf = seg.buffers[b->tag];
+  // range's tag; none for a notification).
+  if (found.remote.length_bytes != 0 && found.remote.tag < seg.buffers.size()) {
+    const BufferDescriptor& buf = seg.buffers[found.remote.tag];
     route->rkey = pdev < buf.rkeys.size() ? buf.rkeys[pdev] : 0;
     // Reached through windows on that device: the owner takes the rkey
     // of the window bound on the QP each slice is posted on.
@@ -762,9 +779,12 @@ void EngineImpl::Submit(BatchId batch, absl::Span<const Request> requests,
     }
     routed.reserve(enqueue + notify_tasks);
     out.tasks.reserve(enqueue);
-    for (const Request& r : requests.subspan(0, enqueue)) {
+    FERRY_CHECK_LE(enqueue, resolved_.size());
+    RouteMemo memo;
+    for (size_t i = 0; i < enqueue; ++i) {
+      const Request& r = requests[i];
       const uint32_t index = static_cast<uint32_t>(b.tasks.size());
-      std::shared_ptr<TaskRoute> route = RouteOf(r, index, now);
+      std::shared_ptr<TaskRoute> route = RouteOf(r, index, now, resolved_[i], memo);
       b.tasks.push_back(route);
       out.tasks.push_back(TaskId{batch, index});
       routed.emplace_back(OwnerOfRoute(*route), route);
@@ -784,15 +804,23 @@ void EngineImpl::Submit(BatchId batch, absl::Span<const Request> requests,
 std::optional<size_t> EngineImpl::Validate(const Batch& b, absl::Span<const Request> requests,
                                            size_t notify_tasks, SubmitResult* out) {
   // C8: every request validated before any is enqueued, a status each.
+  // The last segment found (a batch's requests mostly share one).
+  uint64_t last_id = 0;
+  const engine::RangeSet* last = nullptr;
   const bool all_ok = engine::ValidateRequestsInto(
       requests, mr_ranges_,
-      [this](SegmentHandle h) ABSL_NO_THREAD_SAFETY_ANALYSIS -> const engine::RangeSet* {
-        auto it = segment_index_.find(h.id);
-        return it == segment_index_.end() ? nullptr : &it->second->ranges;
-      },
+      [this, &last_id, &last](SegmentHandle h)
+          ABSL_NO_THREAD_SAFETY_ANALYSIS -> const engine::RangeSet* {
+            if (last != nullptr && last_id == h.id) return last;
+            auto it = segment_index_.find(h.id);
+            if (it == segment_index_.end()) return nullptr;
+            last_id = h.id;
+            last = &it->second->ranges;
+            return last;
+          },
       config_.request_bytes_max, b.capacity - b.tasks.size() - notify_tasks,
       mutations_ == nullptr || !mutations_->on(base::Mutation::kEngineC8NoRemoteAccessCheck),
-      &out->per_request);
+      &out->per_request, &resolved_);
   if (all_ok) return requests.size();
   out->status = absl::InvalidArgumentError("a request is invalid; nothing was enqueued");
   if (mutations_ == nullptr || !mutations_->on(base::Mutation::kEngineC8SkipValidation))

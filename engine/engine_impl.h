@@ -163,9 +163,10 @@ class EngineImpl {
     return static_cast<uint32_t>(KeyHashOf(context, peer_path) % config_.workers);
   }
   // OwnerOf the route's key; keeps the key's hash in the route (the
-  // owner's endpoint-store lookup reuses it).
+  // owner's endpoint-store lookup reuses it). A hash RouteOf already took
+  // from its segment's cache is used as it is.
   uint32_t OwnerOfRoute(engine::TaskRoute& route) const {
-    route.key_hash = KeyHashOf(route.context, *route.peer_path);
+    if (!route.key_hash.has_value()) route.key_hash = KeyHashOf(route.context, *route.peer_path);
     return static_cast<uint32_t>(*route.key_hash % config_.workers);
   }
   // The hash of OwnerForKey without building an EndpointKey (no copy of
@@ -214,6 +215,9 @@ class EngineImpl {
     // (a route copies a pointer, not the path); rebuilt when the
     // descriptor's (version, incarnation) differs from paths_of.
     std::vector<std::shared_ptr<const std::string>> peer_paths;
+    // KeyHashOf(context, *peer_paths[pdev]) at [pdev * contexts + context],
+    // rebuilt with peer_paths (Submit hashed the path's bytes per request).
+    std::vector<uint64_t> key_hashes;
     std::pair<uint64_t, uint64_t> paths_of{~uint64_t{0}, 0};
     // C8: the buffers of `descriptor`, tagged with their index (RouteOf
     // takes a buffer's rkeys by it); overlapping or empty ones left out.
@@ -238,7 +242,18 @@ class EngineImpl {
   absl::Status EnableContexts();
   void BuildWorkers();
   void BuildListener();
-  std::shared_ptr<engine::TaskRoute> RouteOf(const Request& r, uint32_t index, uint64_t now)
+  // The last segment and local keys Submit looked up (a batch's requests
+  // mostly share both): valid for one Submit call, under mu_.
+  struct RouteMemo {
+    uint64_t segment = 0;
+    PeerSegment* ps = nullptr;
+    uint32_t context = ~0u;
+    uint64_t region = 0;
+    uint64_t epoch = 0;
+    uint32_t lkey = 0;
+  };
+  std::shared_ptr<engine::TaskRoute> RouteOf(const Request& r, uint32_t index, uint64_t now,
+                                             const engine::ResolvedRanges& found, RouteMemo& memo)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DescriptorArrived(uint64_t token, const SegmentDescriptor& d);
   // A peer refused our descriptor request `token` (engine_security.cc).
@@ -355,7 +370,10 @@ class EngineImpl {
   uint64_t late_refetch_answers_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t descriptor_refusals_ ABSL_GUARDED_BY(mu_) = 0;
   // C8 lookups: registered local ranges (a segment's are PeerSegment::ranges).
+  // Each range's tag is its region's id.
   engine::RangeSet mr_ranges_ ABSL_GUARDED_BY(mu_);
+  // Submit's validation output, one entry per request (capacity reused).
+  std::vector<engine::ResolvedRanges> resolved_ ABSL_GUARDED_BY(mu_);
   uint64_t next_batch_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<uint64_t, Batch> batches_ ABSL_GUARDED_BY(mu_);
   engine::NotifySeqs notify_seqs_ ABSL_GUARDED_BY(mu_);

@@ -94,7 +94,8 @@ absl::StatusOr<std::shared_ptr<TaskRoute>> EngineImpl::NotifyRouteOf(BatchId bat
   r.local_addr = notify_slots_->Addr(*slot);
   r.length_bytes = g.length_bytes;
   r.segment = n.segment;
-  std::shared_ptr<TaskRoute> route = RouteOf(r, index, now);
+  RouteMemo memo;
+  std::shared_ptr<TaskRoute> route = RouteOf(r, index, now, engine::ResolvedRanges{}, memo);
   route->HoldTask(std::move(task));
   route->send = true;
   route->remote_addr = 0;

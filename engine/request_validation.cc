@@ -17,6 +17,12 @@ bool Wraps(uint64_t addr, uint64_t len) {
   return len > std::numeric_limits<uint64_t>::max() - addr;
 }
 
+// [addr, addr + len) lies inside `r`, given that r covers addr (len > 0,
+// no wrap: the caller checked both).
+bool Inside(const Range& r, uint64_t addr, uint64_t len) {
+  return (addr - r.addr) + len <= r.length_bytes;
+}
+
 }  // namespace
 
 absl::Status RangeSet::Add(uint64_t addr, uint64_t length_bytes, uint64_t tag, uint32_t flags) {
@@ -56,14 +62,16 @@ std::optional<Range> RangeSet::Covering(uint64_t addr) const {
 bool RangeSet::Contains(uint64_t addr, uint64_t length_bytes) const {
   if (length_bytes == 0 || Wraps(addr, length_bytes)) return false;
   const std::optional<Range> r = Covering(addr);
-  return r.has_value() && (addr - r->addr) + length_bytes <= r->length_bytes;
+  return r.has_value() && Inside(*r, addr, length_bytes);
 }
 
 namespace {
 
+// One search per side: the range covering the start address decides the
+// containment check and the access flags, and is what `*found` returns.
 absl::Status ValidateOne(const Request& r, size_t index, const RangeSet& local,
                          SegmentLookup segments, uint64_t request_bytes_max,
-                         uint64_t batch_free_slots, bool check_access) {
+                         uint64_t batch_free_slots, bool check_access, ResolvedRanges* found) {
   if (r.opcode != OpKind::kRead && r.opcode != OpKind::kWrite)
     return absl::InvalidArgumentError(
         absl::StrFormat("request %d: unknown opcode %d", index, static_cast<int>(r.opcode)));
@@ -80,7 +88,7 @@ absl::Status ValidateOne(const Request& r, size_t index, const RangeSet& local,
   if (!mr.has_value())
     return absl::FailedPreconditionError(absl::StrFormat(
         "request %d: local address 0x%x is not in registered memory", index, r.local_addr));
-  if (!local.Contains(r.local_addr, r.length_bytes))
+  if (!Inside(*mr, r.local_addr, r.length_bytes))
     return absl::OutOfRangeError(absl::StrFormat(
         "request %d: local range [0x%x, +%d) runs past its registration [0x%x, +%d)", index,
         r.local_addr, r.length_bytes, mr->addr, mr->length_bytes));
@@ -88,13 +96,15 @@ absl::Status ValidateOne(const Request& r, size_t index, const RangeSet& local,
   if (seg == nullptr)
     return absl::NotFoundError(
         absl::StrFormat("request %d: unknown peer segment %d", index, r.segment.id));
-  if (!seg->Contains(r.remote_addr, r.length_bytes))
+  const std::optional<Range> buf =
+      Wraps(r.remote_addr, r.length_bytes) ? std::nullopt : seg->Covering(r.remote_addr);
+  if (!buf.has_value() || !Inside(*buf, r.remote_addr, r.length_bytes))
     return absl::OutOfRangeError(
         absl::StrFormat("request %d: remote range [0x%x, +%d) is not inside one buffer of "
                         "segment %d",
                         index, r.remote_addr, r.length_bytes, r.segment.id));
   if (check_access) {
-    const auto access = static_cast<RemoteAccess>(seg->Covering(r.remote_addr)->flags);
+    const auto access = static_cast<RemoteAccess>(buf->flags);
     const bool allowed = r.opcode == OpKind::kRead ? AllowsRead(access) : AllowsWrite(access);
     if (!allowed)
       return absl::PermissionDeniedError(
@@ -105,6 +115,7 @@ absl::Status ValidateOne(const Request& r, size_t index, const RangeSet& local,
   if (index >= batch_free_slots)
     return absl::ResourceExhaustedError(
         absl::StrFormat("request %d: batch full (%d free slots)", index, batch_free_slots));
+  *found = ResolvedRanges{*mr, *buf};
   return absl::OkStatus();
 }
 
@@ -122,14 +133,18 @@ BatchValidation ValidateRequests(absl::Span<const Request> requests, const Range
 bool ValidateRequestsInto(absl::Span<const Request> requests, const RangeSet& local,
                           SegmentLookup segments, uint64_t request_bytes_max,
                           uint64_t batch_free_slots, bool check_access,
-                          std::vector<absl::Status>* per_request) {
+                          std::vector<absl::Status>* per_request,
+                          std::vector<ResolvedRanges>* resolved) {
   per_request->clear();
   per_request->reserve(requests.size());
+  if (resolved != nullptr) resolved->assign(requests.size(), ResolvedRanges{});
   bool all_ok = true;
   for (size_t i = 0; i < requests.size(); ++i) {
+    ResolvedRanges found;
     per_request->push_back(ValidateOne(requests[i], i, local, segments, request_bytes_max,
-                                       batch_free_slots, check_access));
+                                       batch_free_slots, check_access, &found));
     all_ok = all_ok && per_request->back().ok();
+    if (resolved != nullptr) (*resolved)[i] = found;
   }
   return all_ok;
 }

@@ -80,6 +80,15 @@ struct BatchValidation {
   std::vector<absl::Status> per_request;  // one per request, same order
 };
 
+// What validation found for a valid request: the registration holding its
+// local range and the peer buffer holding its remote range (each range's
+// tag and flags as Add was given them), so the caller routes it without a
+// second search. Both are zero for a request that failed validation.
+struct ResolvedRanges {
+  Range local;
+  Range remote;
+};
+
 // Looks up the buffers of an open peer segment; nullptr when unknown.
 using SegmentLookup = absl::FunctionRef<const RangeSet*(SegmentHandle)>;
 
@@ -90,11 +99,13 @@ BatchValidation ValidateRequests(absl::Span<const Request> requests, const Range
                                  uint64_t batch_free_slots, bool check_access = true);
 // The same into `*per_request` (cleared first; its capacity is reused, so a
 // caller that keeps the vector validates without allocating); true when
-// every request is valid.
+// every request is valid. `*resolved`, when given, gets one entry per
+// request (its capacity reused the same way).
 bool ValidateRequestsInto(absl::Span<const Request> requests, const RangeSet& local,
                           SegmentLookup segments, uint64_t request_bytes_max,
                           uint64_t batch_free_slots, bool check_access,
-                          std::vector<absl::Status>* per_request);
+                          std::vector<absl::Status>* per_request,
+                          std::vector<ResolvedRanges>* resolved = nullptr);
 
 }  // namespace ferry::engine
 

@@ -177,6 +177,47 @@ TEST(RangeSet, CoveringReturnsTheTagOfTheRangeAdded) {
   EXPECT_EQ(s.Covering(1100), std::nullopt);
 }
 
+// The ranges validation found come out per request (Submit routes by
+// them without searching again): the local registration and the remote
+// buffer, with the tag and flags Add was given; zeros for a bad request.
+TEST(ResolvedRangesTest, EachValidRequestNamesItsRegistrationAndBuffer) {
+  RangeSet local;
+  RangeSet remote;
+  ASSERT_TRUE(local.Add(0x1000, 0x1000, /*tag=*/11).ok());
+  ASSERT_TRUE(local.Add(0x4000, 0x1000, /*tag=*/12).ok());
+  const auto rw = static_cast<uint32_t>(RemoteAccess::kReadWrite);
+  ASSERT_TRUE(remote.Add(0x10000, 0x1000, /*tag=*/0, rw).ok());
+  ASSERT_TRUE(remote.Add(0x20000, 0x2000, /*tag=*/1, rw).ok());
+  const SegmentHandle seg{3};
+  auto lookup = [&](SegmentHandle h) -> const RangeSet* { return h == seg ? &remote : nullptr; };
+  const std::vector<Request> rs = {
+      {OpKind::kWrite, 0x4010, 0x100, seg, 0x21000},  // second MR, second buffer
+      {OpKind::kRead, 0x1000, 0x1000, seg, 0x10000},  // first MR, first buffer, whole
+      {OpKind::kRead, 0x1f00, 0x200, seg, 0x10000},   // runs past its MR: invalid
+      {OpKind::kRead, 0x1000, 0x100, seg, 0x11000},   // remote in no buffer: invalid
+  };
+  std::vector<absl::Status> per_request;
+  std::vector<ResolvedRanges> found = {ResolvedRanges{}};  // replaced, not appended to
+  EXPECT_FALSE(ValidateRequestsInto(rs, local, lookup, 1 << 20, 16, true, &per_request, &found));
+  ASSERT_EQ(found.size(), rs.size());
+  EXPECT_TRUE(per_request[0].ok());
+  EXPECT_EQ(found[0].local, (Range{0x4000, 0x1000, 12, 0}));
+  EXPECT_EQ(found[0].remote, (Range{0x20000, 0x2000, 1, rw}));
+  EXPECT_TRUE(per_request[1].ok());
+  EXPECT_EQ(found[1].local, (Range{0x1000, 0x1000, 11, 0}));
+  EXPECT_EQ(found[1].remote, (Range{0x10000, 0x1000, 0, rw}));
+  EXPECT_EQ(per_request[2].code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(found[2].local, Range{});
+  EXPECT_EQ(found[2].remote, Range{});
+  EXPECT_EQ(per_request[3].code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(found[3].remote, Range{});
+  // A remote range that wraps is refused before any search.
+  const std::vector<Request> wrap = {{OpKind::kRead, 0x1000, 0x100, seg, ~uint64_t{0} - 0x10}};
+  EXPECT_FALSE(ValidateRequestsInto(wrap, local, lookup, 1 << 20, 16, true, &per_request, &found));
+  EXPECT_EQ(per_request[0].code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(std::string(per_request[0].message()), HasSubstr("is not inside one buffer"));
+}
+
 }  // namespace
 }  // namespace ferry::engine
 
