@@ -6,6 +6,7 @@
 // or empty ranges.
 #include "engine/request_validation.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "absl/strings/str_format.h"
@@ -31,32 +32,39 @@ absl::Status RangeSet::Add(uint64_t addr, uint64_t length_bytes, uint64_t tag, u
     return absl::InvalidArgumentError(
         absl::StrFormat("range 0x%x + %d wraps around the address space", addr, length_bytes));
   const uint64_t end = addr + length_bytes;
-  auto next = ranges_.lower_bound(addr);
-  if (next != ranges_.end() && next->first < end)
+  // The first range starting at or after addr.
+  auto next = std::lower_bound(ranges_.begin(), ranges_.end(), addr,
+                               [](const Range& r, uint64_t a) { return r.addr < a; });
+  if (next != ranges_.end() && next->addr < end)
     return absl::AlreadyExistsError(
-        absl::StrFormat("range [0x%x, 0x%x) overlaps the one at 0x%x", addr, end, next->first));
+        absl::StrFormat("range [0x%x, 0x%x) overlaps the one at 0x%x", addr, end, next->addr));
   if (next != ranges_.begin()) {
     auto prev = std::prev(next);
-    if (prev->first + prev->second.length_bytes > addr)
+    if (prev->addr + prev->length_bytes > addr)
       return absl::AlreadyExistsError(
-          absl::StrFormat("range [0x%x, 0x%x) overlaps the one at 0x%x", addr, end, prev->first));
+          absl::StrFormat("range [0x%x, 0x%x) overlaps the one at 0x%x", addr, end, prev->addr));
   }
-  ranges_.emplace(addr, Entry{length_bytes, tag, flags});
+  ranges_.insert(next, Range{addr, length_bytes, tag, flags});
   return absl::OkStatus();
 }
 
 absl::Status RangeSet::Remove(uint64_t addr) {
-  if (ranges_.erase(addr) == 0)
+  auto it = std::lower_bound(ranges_.begin(), ranges_.end(), addr,
+                             [](const Range& r, uint64_t a) { return r.addr < a; });
+  if (it == ranges_.end() || it->addr != addr)
     return absl::NotFoundError(absl::StrFormat("no range starts at 0x%x", addr));
+  ranges_.erase(it);
   return absl::OkStatus();
 }
 
 std::optional<Range> RangeSet::Covering(uint64_t addr) const {
-  auto it = ranges_.upper_bound(addr);
+  // The last range starting at or before addr.
+  auto it = std::upper_bound(ranges_.begin(), ranges_.end(), addr,
+                             [](uint64_t a, const Range& r) { return a < r.addr; });
   if (it == ranges_.begin()) return std::nullopt;
   --it;
-  if (addr - it->first >= it->second.length_bytes) return std::nullopt;
-  return Range{it->first, it->second.length_bytes, it->second.tag, it->second.flags};
+  if (addr - it->addr >= it->length_bytes) return std::nullopt;
+  return *it;
 }
 
 bool RangeSet::Contains(uint64_t addr, uint64_t length_bytes) const {

@@ -36,7 +36,6 @@
 #include <optional>
 #include <vector>
 
-#include "absl/container/btree_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/types/span.h"
@@ -67,12 +66,13 @@ class RangeSet {
   size_t size() const { return ranges_.size(); }
 
  private:
-  struct Entry {
-    uint64_t length_bytes = 0;
-    uint64_t tag = 0;
-    uint32_t flags = 0;
-  };
-  absl::btree_map<uint64_t, Entry> ranges_;  // by start
+  // Sorted by addr, never overlapping. A sorted vector, not a btree: a
+  // lookup (two per request at Submit) is a binary search over contiguous
+  // entries, about 90 instructions fewer than absl::btree_map's at one to
+  // a few ranges (bench/scale); Add and Remove move the entries after the
+  // position (32 bytes each: 10000 regions are a 320 KB move, less than
+  // the memory registration that comes with one).
+  std::vector<Range> ranges_;
 };
 
 struct BatchValidation {
