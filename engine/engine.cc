@@ -691,26 +691,11 @@ std::shared_ptr<engine::TaskRoute> EngineImpl::RouteOf(const Request& r, uint32_
   }
   const size_t pdev = seg.devices.empty() ? 0 : index % seg.devices.size();
   route->peer_path = PeerPathOf(ps, pdev);
+  FERRY_CHECK_EQ(ps.key_hashes.size(), ps.peer_paths.size() * n);  // PeerPathOf built both
   route->key_hash = ps.key_hashes[pdev * n + route->context];
   // The region validation found holding local_addr (none for a
-  // notification's send slot). Epoch first: a re-enable in between only
-  // makes the owner refresh a key that is already new (so a remembered key
-  // serves only its own epoch).
-  if (found.local.length_bytes != 0) {
-    route->lkey_epoch = contexts_[route->context]->epoch();
-    route->region = found.local.tag;
-    if (memo.context != route->context || memo.region != route->region ||
-        memo.epoch != route->lkey_epoch) {
-      // Not registered there (the context went down since): the owner
-      // takes the keys of the new epoch before it posts.
-      auto keys = contexts_[route->context]->KeysOf(route->region);
-      memo.context = route->context;
-      memo.region = route->region;
-      memo.epoch = route->lkey_epoch;
-      memo.lkey = keys.ok() ? keys->lkey : 0;
-    }
-    route->lkey = memo.lkey;
-  }
+  // notification's send slot).
+  if (found.local.length_bytes != 0) SetLocalKeys(*route, found.local.tag, memo);
   // The buffer C8 validated the remote range against (its index is the
   // range's tag; none for a notification).
   if (found.remote.length_bytes != 0 && found.remote.tag < seg.buffers.size()) {
@@ -721,6 +706,23 @@ std::shared_ptr<engine::TaskRoute> EngineImpl::RouteOf(const Request& r, uint32_
     if (pdev < 64 && ((buf.window_devices >> pdev) & 1) != 0) route->window = buf.window;
   }
   return route;
+}
+
+void EngineImpl::SetLocalKeys(engine::TaskRoute& route, uint64_t region, RouteMemo& memo) {
+  // Epoch first: a re-enable in between only makes the owner refresh a key
+  // that is already new (so a remembered key serves only its own epoch).
+  route.lkey_epoch = contexts_[route.context]->epoch();
+  route.region = region;
+  if (memo.context != route.context || memo.region != region || memo.epoch != route.lkey_epoch) {
+    // Not registered there (the context went down since): the owner takes
+    // the keys of the new epoch before it posts.
+    auto keys = contexts_[route.context]->KeysOf(region);
+    memo.context = route.context;
+    memo.region = region;
+    memo.epoch = route.lkey_epoch;
+    memo.lkey = keys.ok() ? keys->lkey : 0;
+  }
+  route.lkey = memo.lkey;
 }
 
 SubmitResult EngineImpl::Submit(BatchId batch, absl::Span<const Request> requests,

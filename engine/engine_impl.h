@@ -255,6 +255,10 @@ class EngineImpl {
   std::shared_ptr<engine::TaskRoute> RouteOf(const Request& r, uint32_t index, uint64_t now,
                                              const engine::ResolvedRanges& found, RouteMemo& memo)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // RouteOf's local side: the route's region and its lkey on the route's
+  // context (remembered in `memo` for the epoch it was read in).
+  void SetLocalKeys(engine::TaskRoute& route, uint64_t region, RouteMemo& memo)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DescriptorArrived(uint64_t token, const SegmentDescriptor& d);
   // A peer refused our descriptor request `token` (engine_security.cc).
   void DescriptorRefused(uint64_t token, const std::string& from, const std::string& reason);
