@@ -36,6 +36,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
+#include "base/check.h"
 #include "base/mutation.h"
 #include "base/mutex.h"
 #include "engine/async_events.h"
@@ -162,11 +163,10 @@ class EngineImpl {
   uint32_t OwnerOf(uint32_t context, std::string_view peer_path) const {
     return static_cast<uint32_t>(KeyHashOf(context, peer_path) % config_.workers);
   }
-  // OwnerOf the route's key; keeps the key's hash in the route (the
-  // owner's endpoint-store lookup reuses it). A hash RouteOf already took
-  // from its segment's cache is used as it is.
-  uint32_t OwnerOfRoute(engine::TaskRoute& route) const {
-    if (!route.key_hash.has_value()) route.key_hash = KeyHashOf(route.context, *route.peer_path);
+  // OwnerOf the route's key, by the key hash RouteOf took from its
+  // segment's cache (the owner's endpoint-store lookup reuses it).
+  uint32_t OwnerOfRoute(const engine::TaskRoute& route) const {
+    FERRY_CHECK(route.key_hash.has_value());  // every route Submit makes comes from RouteOf
     return static_cast<uint32_t>(*route.key_hash % config_.workers);
   }
   // The hash of OwnerForKey without building an EndpointKey (no copy of

@@ -26,15 +26,18 @@ bool Inside(const Range& r, uint64_t addr, uint64_t len) {
 
 }  // namespace
 
+std::vector<Range>::iterator RangeSet::FirstAtOrAfter(uint64_t addr) {
+  return std::lower_bound(ranges_.begin(), ranges_.end(), addr,
+                          [](const Range& r, uint64_t a) { return r.addr < a; });
+}
+
 absl::Status RangeSet::Add(uint64_t addr, uint64_t length_bytes, uint64_t tag, uint32_t flags) {
   if (length_bytes == 0) return absl::InvalidArgumentError("range of zero length");
   if (Wraps(addr, length_bytes))
     return absl::InvalidArgumentError(
         absl::StrFormat("range 0x%x + %d wraps around the address space", addr, length_bytes));
   const uint64_t end = addr + length_bytes;
-  // The first range starting at or after addr.
-  auto next = std::lower_bound(ranges_.begin(), ranges_.end(), addr,
-                               [](const Range& r, uint64_t a) { return r.addr < a; });
+  auto next = FirstAtOrAfter(addr);
   if (next != ranges_.end() && next->addr < end)
     return absl::AlreadyExistsError(
         absl::StrFormat("range [0x%x, 0x%x) overlaps the one at 0x%x", addr, end, next->addr));
@@ -49,8 +52,7 @@ absl::Status RangeSet::Add(uint64_t addr, uint64_t length_bytes, uint64_t tag, u
 }
 
 absl::Status RangeSet::Remove(uint64_t addr) {
-  auto it = std::lower_bound(ranges_.begin(), ranges_.end(), addr,
-                             [](const Range& r, uint64_t a) { return r.addr < a; });
+  auto it = FirstAtOrAfter(addr);
   if (it == ranges_.end() || it->addr != addr)
     return absl::NotFoundError(absl::StrFormat("no range starts at 0x%x", addr));
   ranges_.erase(it);

@@ -73,6 +73,8 @@ class RangeSet {
   // position (32 bytes each: 10000 regions are a 320 KB move, less than
   // the memory registration that comes with one).
   std::vector<Range> ranges_;
+  // The first range starting at or after addr (end() if none).
+  std::vector<Range>::iterator FirstAtOrAfter(uint64_t addr);
 };
 
 struct BatchValidation {

@@ -295,7 +295,9 @@ void BM_SubmitBatch(benchmark::State& state) {
   state.counters["ns_per_request"] = benchmark::Counter(
       static_cast<double>(requests), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
   // Each request is one slice: scripts/bench-ir's exact count of the run
-  // (collect in '*EngineImpl::Submit*' for Submit's instructions per request).
+  // (collect in '*SteppedEngine::Submit(*' for Submit's instructions per
+  // request; '*EngineImpl::Submit*' matches two nested overloads, and
+  // callgrind's toggle turns off in the inner one).
   state.counters["slices"] = static_cast<double>(requests);
 }
 
