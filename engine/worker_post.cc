@@ -216,7 +216,9 @@ void Worker::FillWr(ChainEntry& e, Endpoint* ep, uint32_t qi, Context* rc, hal::
   e.slot = AllocSlot();
   Slot& s = slots_[e.slot];
   s.generation = NextGeneration(s.generation);
-  s.route = e.p.route;
+  // s.route is set once the WR is on the QP (PostQpChain): moved, not
+  // copied (a copy and the scratch's release are two atomic reference
+  // count changes per slice).
   s.slice = e.p.slice;
   s.qp_uid = q.uid;
   s.ep = ep;
@@ -279,7 +281,9 @@ bool Worker::PostQpChain(const Key& key, Endpoint* ep, uint32_t qi, uint32_t n, 
     ChainEntry& e = chain_[in_chain[j]];
     e.p.route->task->PostAccepted(e.p.slice);
     q.fifo.push_back(e.slot);
-    e.p.route->posted.push_back(TaskRoute::PostedWr{e.slot, slots_[e.slot].generation, q.uid});
+    Slot& s = slots_[e.slot];
+    e.p.route->posted.push_back(TaskRoute::PostedWr{e.slot, s.generation, q.uid});
+    s.route = std::move(e.p.route);  // the scratch entry is empty from here
     NoteEvent("post", key, ep->generation(), q.qpn);
     e.posted = true;
     ++stats_.posted;
@@ -292,8 +296,8 @@ bool Worker::PostQpChain(const Key& key, Endpoint* ep, uint32_t qi, uint32_t n, 
   FERRY_CHECK(ledger.Unreserve(q.qp.get(), m - posted).ok());
   for (uint32_t j = posted; j < m; ++j) {
     Slot& s = slots_[chain_[in_chain[j]].slot];
-    s.in_use = false;
-    s.route.reset();
+    s.in_use = false;  // its route was never set (above)
+    FERRY_CHECK(s.route == nullptr);
     free_slots_.push_back(chain_[in_chain[j]].slot);
   }
   return false;
@@ -309,7 +313,9 @@ void Worker::ReturnUnposted(uint32_t n, PendingQueue& dq) {
       task.PostRejected(e.p.slice);
       if (task.slice(e.p.slice).Load().state == SliceState::kQueued) dq.push_front(std::move(e.p));
     }
-    e.p.route.reset();  // the scratch holds no task between chains
+    // The scratch holds no task between chains (a posted entry's route
+    // moved to its slot).
+    e.p.route.reset();
   }
 }
 
