@@ -303,7 +303,7 @@ void BM_SubmitBatch(benchmark::State& state) {
 
 // The endpoint counts both endpoint benches run.
 void EndpointCounts(benchmark::internal::Benchmark* b) {
-  for (int n : {1, 16, 128, 1024}) b->Arg(n);
+  for (int n : {1, 16, 128, 256, 512, 1024}) b->Arg(n);
   b->MinTime(0.3)->Unit(benchmark::kMillisecond);
 }
 BENCHMARK(BM_Endpoints)->Apply(EndpointCounts);
