@@ -18,6 +18,8 @@
 // What must stay true: both sides move the same bytes per unit (one slice
 // == one WR of kSliceBytes), every unit is counted only after its
 // completion (CQE / COMPLETED task), and a failure aborts the benchmark.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -26,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/raw_rc.h"
 #include "benchmark/benchmark.h"
 #include "engine/inspect.h"
 #include "hal/types.h"
@@ -95,40 +98,12 @@ struct RawBed {
       mr[s] = *v[s]->RegMr(pd[s], buf[s].data(), buf[s].size(), kAccess);
     }
     cq = cqs[0];
+    const RcSide side[2] = {{v[0].get(), ctx[0], pd[0], cqs[0]},
+                            {v[1].get(), ctx[1], pd[1], cqs[1]}};
     for (uint32_t q = 0; q < kQps; ++q) {
-      hal::QpInfo qi[2];
-      for (int s = 0; s < 2; ++s) {
-        hal::QpInitAttr init;
-        init.send_cq = init.recv_cq = cqs[s];
-        init.cap.max_send_wr = kDepth;
-        qi[s] = *v[s]->CreateQp(pd[s], init);
-      }
-      for (int s = 0; s < 2; ++s) {
-        hal::QpAttr a;
-        a.qp_state = hal::QpState::kInit;
-        a.port_num = 1;
-        a.qp_access_flags = kAccess;
-        if (!v[s]->ModifyQp(qi[s].qp, a,
-                            hal::kQpState | hal::kQpPkeyIndex | hal::kQpPort | hal::kQpAccessFlags)
-                 .ok())
-          Fail("INIT");
-        a.qp_state = hal::QpState::kRtr;
-        a.path_mtu = hal::Mtu::k1024;
-        a.dest_qp_num = qi[1 - s].qp_num;
-        a.ah_attr.dgid = *v[1 - s]->QueryGid(ctx[1 - s], 1, 0);
-        if (!v[s]->ModifyQp(qi[s].qp, a,
-                            hal::kQpState | hal::kQpAv | hal::kQpPathMtu | hal::kQpDestQpn |
-                                hal::kQpRqPsn | hal::kQpMaxDestRdAtomic | hal::kQpMinRnrTimer)
-                 .ok())
-          Fail("RTR");
-        a.qp_state = hal::QpState::kRts;
-        if (!v[s]->ModifyQp(qi[s].qp, a,
-                            hal::kQpState | hal::kQpSqPsn | hal::kQpMaxQpRdAtomic |
-                                hal::kQpRetryCnt | hal::kQpRnrRetry | hal::kQpTimeout)
-                 .ok())
-          Fail("RTS");
-      }
-      qps[q] = qi[0].qp;
+      auto pair = ConnectRcPair(side, kDepth, kAccess);
+      if (!pair.ok()) Fail(pair.status().ToString());
+      qps[q] = (*pair)[0];
     }
   }
 
@@ -312,6 +287,9 @@ BENCHMARK(BM_EngineSlices)->MinTime(0.5);
 // spike from other processes hits both sides alike.
 class RatioReporter : public benchmark::ConsoleReporter {
  public:
+  // Colours only on a terminal (the default reporter's flag does not reach
+  // a reporter passed in).
+  RatioReporter() : ConsoleReporter(isatty(fileno(stdout)) ? OO_Defaults : OO_Tabular) {}
   void ReportRuns(const std::vector<Run>& runs) override {
     ConsoleReporter::ReportRuns(runs);
     for (const Run& r : runs) {

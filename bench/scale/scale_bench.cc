@@ -16,6 +16,11 @@
 //                    time past them, so at N endpoints every slice's QP
 //                    pops a timer as a no-op (at 1, one per round): the
 //                    simulated RNIC's cost, reported both ways.
+//   BM_RawEndpointsShortSettle/N  the baseline: the same rounds (settle 1
+//                    ms) driven by a raw HAL post/poll loop on N QPs
+//                    (raw_bed.h): the simulated RNIC's own cost at N. The
+//                    summary printed at the end divides the engine's rate
+//                    by it at each N (medians of the repetitions).
 //   BM_Regions/R     slices/s with R regions of 4 KiB registered on the
 //                    initiator, one endpoint; each round's 16 requests use
 //                    16 regions spread over all R (64 KiB touched at any R).
@@ -29,15 +34,19 @@
 // COMPLETED; a failure aborts; only the initiator's worker is stepped in
 // the measured loop (one-sided WRITEs need no target step once connected).
 #include <malloc.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "bench/scale/raw_bed.h"
 #include "benchmark/benchmark.h"
 #include "engine/inspect.h"
 #include "sim/entropy.h"
@@ -276,6 +285,16 @@ void BM_EndpointsShortSettle(benchmark::State& state) {
   state.counters["heap_bytes_per_endpoint"] = bed.heap_per_endpoint();
 }
 
+void BM_RawEndpointsShortSettle(benchmark::State& state) {
+  RawScaleBed bed(static_cast<uint32_t>(state.range(0)), 1'000'000);
+  bed.WarmUp();
+  uint64_t units = 0;
+  for (auto _ : state) units += bed.Round();
+  state.counters["slices_per_s"] =
+      benchmark::Counter(static_cast<double>(units), benchmark::Counter::kIsRate);
+  state.counters["slices"] = static_cast<double>(units);  // exact, for scripts/bench-ir
+}
+
 void BM_Regions(benchmark::State& state) {
   ScaleBed bed(1, static_cast<uint32_t>(state.range(0)));
   Rate(state, bed);
@@ -308,6 +327,7 @@ void EndpointCounts(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_Endpoints)->Apply(EndpointCounts);
 BENCHMARK(BM_EndpointsShortSettle)->Apply(EndpointCounts);
+BENCHMARK(BM_RawEndpointsShortSettle)->Apply(EndpointCounts);
 BENCHMARK(BM_Regions)
     ->Arg(1)
     ->Arg(100)
@@ -317,7 +337,62 @@ BENCHMARK(BM_Regions)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SubmitBatch)->Arg(1)->Arg(16)->Arg(256)->Arg(4096)->MinTime(0.3);
 
+// Console output, then per endpoint count the engine's and the raw loop's
+// slices/s (medians over the repetitions of each) and their ratios: the
+// engine against the raw loop at N, and each against itself at 1.
+class ScaleReporter : public benchmark::ConsoleReporter {
+ public:
+  // Colours only on a terminal (the default reporter's flag does not reach
+  // a reporter passed in).
+  ScaleReporter() : ConsoleReporter(isatty(fileno(stdout)) ? OO_Defaults : OO_Tabular) {}
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const Run& r : runs) {
+      if (r.run_type != Run::RT_Iteration) continue;
+      auto it = r.counters.find("slices_per_s");
+      if (it == r.counters.end()) continue;
+      const std::string name = r.benchmark_name();
+      const size_t slash = name.find('/');
+      if (slash == std::string::npos) continue;
+      const int n = std::atoi(name.c_str() + slash + 1);
+      if (name.rfind("BM_EndpointsShortSettle/", 0) == 0) eng_[n].push_back(it->second.value);
+      if (name.rfind("BM_RawEndpointsShortSettle/", 0) == 0) raw_[n].push_back(it->second.value);
+    }
+  }
+  void PrintSummary() const {
+    if (eng_.empty() || raw_.empty()) return;
+    const double e1 = Median(At(eng_, 1)), r1 = Median(At(raw_, 1));
+    std::printf("endpoints  engine slices/s  raw slices/s  engine/raw  engine N/1  raw N/1\n");
+    for (const auto& [n, v] : eng_) {
+      const double e = Median(v), r = Median(At(raw_, n));
+      if (e <= 0 || r <= 0) continue;
+      std::printf("%9d  %15.0f  %12.0f  %10.3f  %10.3f  %7.3f\n", n, e, r, e / r,
+                  e1 > 0 ? e / e1 : 0.0, r1 > 0 ? r / r1 : 0.0);
+    }
+  }
+
+ private:
+  static std::vector<double> At(const std::map<int, std::vector<double>>& m, int n) {
+    auto it = m.find(n);
+    return it == m.end() ? std::vector<double>{} : it->second;
+  }
+  static double Median(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  }
+  std::map<int, std::vector<double>> eng_, raw_;  // by endpoint count, ordered
+};
+
 }  // namespace
 }  // namespace ferry::bench
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  ferry::bench::ScaleReporter rep;
+  benchmark::RunSpecifiedBenchmarks(&rep);
+  rep.PrintSummary();
+  benchmark::Shutdown();
+  return 0;
+}
