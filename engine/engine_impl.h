@@ -214,10 +214,13 @@ class EngineImpl {
     // "address@nic" per device of `descriptor`, shared by every route to it
     // (a route copies a pointer, not the path); rebuilt when the
     // descriptor's (version, incarnation) differs from paths_of.
-    std::vector<std::shared_ptr<const std::string>> peer_paths;
+    absl::InlinedVector<std::shared_ptr<const std::string>, 1> peer_paths;
     // KeyHashOf(context, *peer_paths[pdev]) at [pdev * contexts + context],
     // rebuilt with peer_paths (Submit hashed the path's bytes per request).
-    std::vector<uint64_t> key_hashes;
+    // Both inline for one peer device (and up to two contexts): Submit
+    // reads them per request, and with many peers a separate allocation
+    // is one more cold line each (bench/scale, docs/operations.md 3.2).
+    absl::InlinedVector<uint64_t, 2> key_hashes;
     std::pair<uint64_t, uint64_t> paths_of{~uint64_t{0}, 0};
     // C8: the buffers of `descriptor`, tagged with their index (RouteOf
     // takes a buffer's rkeys by it); overlapping or empty ones left out.

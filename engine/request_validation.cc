@@ -26,7 +26,7 @@ bool Inside(const Range& r, uint64_t addr, uint64_t len) {
 
 }  // namespace
 
-std::vector<Range>::iterator RangeSet::FirstAtOrAfter(uint64_t addr) {
+absl::InlinedVector<Range, 1>::iterator RangeSet::FirstAtOrAfter(uint64_t addr) {
   return std::lower_bound(ranges_.begin(), ranges_.end(), addr,
                           [](const Range& r, uint64_t a) { return r.addr < a; });
 }

@@ -36,6 +36,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/types/span.h"
@@ -71,10 +72,12 @@ class RangeSet {
   // entries, about 90 instructions fewer than absl::btree_map's at one to
   // a few ranges (bench/scale); Add and Remove move the entries after the
   // position (32 bytes each: 10000 regions are a 320 KB move, less than
-  // the memory registration that comes with one).
-  std::vector<Range> ranges_;
+  // the memory registration that comes with one). One range inline: a
+  // peer segment of one buffer keeps it in the PeerSegment, not in a
+  // line of its own (bench/scale: +5 % slices/s at 512 endpoints).
+  absl::InlinedVector<Range, 1> ranges_;
   // The first range starting at or after addr (end() if none).
-  std::vector<Range>::iterator FirstAtOrAfter(uint64_t addr);
+  absl::InlinedVector<Range, 1>::iterator FirstAtOrAfter(uint64_t addr);
 };
 
 struct BatchValidation {

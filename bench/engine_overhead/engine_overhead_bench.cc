@@ -289,7 +289,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
  public:
   // Colours only on a terminal (the default reporter's flag does not reach
   // a reporter passed in).
-  RatioReporter() : ConsoleReporter(isatty(fileno(stdout)) ? OO_Defaults : OO_Tabular) {}
+  RatioReporter() : ConsoleReporter(isatty(fileno(stdout)) ? OO_Color : OO_None) {}
   void ReportRuns(const std::vector<Run>& runs) override {
     ConsoleReporter::ReportRuns(runs);
     for (const Run& r : runs) {
