@@ -51,11 +51,11 @@ std::string_view RetireReasonName(RetireReason r) {
 
 Endpoint::Endpoint(hal::Verbs* verbs, const QpParams& params, uint32_t context,
                    std::string peer_path, uint32_t generation)
-    : verbs_(verbs),
-      params_(params),
+    : params_(params),
       context_(context),
-      peer_path_(std::move(peer_path)),
-      generation_(generation) {}
+      generation_(generation),
+      verbs_(verbs),
+      peer_path_(std::move(peer_path)) {}
 
 absl::StatusOr<std::unique_ptr<Endpoint>> Endpoint::Create(
     hal::Verbs* verbs, HandleLedger* ledger, hal::Entropy* entropy, const QpParams& params,
@@ -116,6 +116,7 @@ absl::Status Endpoint::ToRtr(const PeerInfo& peer) {
   FERRY_CHECK_EQ(peer.qpns.size(), qps_.size());
   FERRY_CHECK_EQ(peer.psns.size(), qps_.size());
   peer_ = peer;
+  peer_incarnation_ = peer.incarnation;
   const hal::Mtu mtu = std::min(params_.local_mtu, peer.mtu);
   for (size_t i = 0; i < qps_.size(); ++i) {
     DataQp& q = qps_[i];

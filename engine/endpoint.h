@@ -102,7 +102,11 @@ struct DataQp {
   uint32_t sq_psn = 0;                        // our starting PSN (random)
   uint32_t max_inline_data = 0;               // as the device reported it
   hal::QpState state = hal::QpState::kReset;  // as we last moved it
-  base::RingQueue<uint32_t> fifo;             // slots of posted WRs, in post order
+  // The fields above and the next two are read for every chain and CQE:
+  // in the first two lines (with many endpoints each line is a cold miss
+  // per slice; docs/operations.md 3.2).
+  CqQuota::QpHint quota_hint;      // the worker's ledger lookups of this QP
+  base::RingQueue<uint32_t> fifo;  // slots of posted WRs, in post order
   // Posted receive WRs in post order: (notification slot, receive seq).
   std::deque<std::pair<uint32_t, uint32_t>> recv;
   uint32_t recv_seq = 0;   // of the next receive WR posted on this QP
@@ -112,7 +116,6 @@ struct DataQp {
   uint64_t first_destroy_fail_ns = 0;  // when the first destroy failed
   uint64_t next_destroy_ns = 0;
   uint64_t backoff_ns = 0;
-  CqQuota::QpHint quota_hint;  // the worker's ledger lookups of this QP
 };
 
 class Endpoint {
@@ -171,6 +174,8 @@ class Endpoint {
   const std::string& peer_path() const { return peer_path_; }
   uint32_t generation() const { return generation_; }
   const std::optional<PeerInfo>& peer() const { return peer_; }
+  // peer()->incarnation, without touching the PeerInfo (per chain posted).
+  std::optional<uint64_t> peer_incarnation() const { return peer_incarnation_; }
   std::vector<uint32_t> qpns() const;
   std::vector<uint32_t> psns() const;
 
@@ -188,13 +193,18 @@ class Endpoint {
   uint64_t next_resend_ns = 0;
   uint32_t resends = 0;
   uint64_t handshake_deadline_ns = 0;
-  uint64_t last_used_ns = 0;
-  uint32_t round_robin = 0;  // next QP to post on
   // Memory windows (engine/windows.h), by range window id: the ones we
   // bound for the peer, the peer's for our QPs, and revokes to retry.
   std::map<uint64_t, ExposedWindows> exposed;
   std::map<uint64_t, PeerWindows> peer_windows;
   std::vector<WindowLeft> windows_left;
+  // Owner worker only, written for every chain posted. Declared last in
+  // this section: the private fields every chain reads (CQ, depth, state,
+  // peer incarnation, QPs) lead the next one, so all of them share two
+  // lines (with many endpoints each line is a cold miss per slice;
+  // docs/operations.md 3.2).
+  uint32_t round_robin = 0;  // next QP to post on
+  uint64_t last_used_ns = 0;
 
   // Posted WRs over all QPs (0 = idle).
   uint64_t Outstanding() const;
@@ -203,16 +213,19 @@ class Endpoint {
   Endpoint(hal::Verbs* verbs, const QpParams& params, uint32_t context, std::string peer_path,
            uint32_t generation);
 
-  hal::Verbs* const verbs_;
+  // Read for every chain posted and every CQE: first (see round_robin).
   const QpParams params_;
-  const uint32_t context_;
-  const std::string peer_path_;
-  const uint32_t generation_;
   EndpointState state_ = EndpointState::kConnecting;
   RetireReason retire_reason_ = RetireReason::kNone;
+  const uint32_t context_;
+  const uint32_t generation_;
+  std::optional<uint64_t> peer_incarnation_;  // peer_->incarnation, set with it
+  std::vector<DataQp> qps_;
+  // The rest.
+  hal::Verbs* const verbs_;
+  const std::string peer_path_;
   uint64_t drain_deadline_ns_ = 0;
   std::optional<PeerInfo> peer_;
-  std::vector<DataQp> qps_;
   uint32_t* connecting_counter_ = nullptr;  // the owner's (CountConnectingIn)
 
   void LeaveConnecting();

@@ -96,8 +96,8 @@ void Worker::PostKey(const Key& key, PendingQueue& dq, Store::Memo& memo, uint32
 }
 
 bool Worker::BoundElsewhere(const Endpoint& ep, const TaskRoute& route) const {
-  return route.peer_incarnation != 0 && ep.peer().has_value() &&
-         ep.peer()->incarnation != route.peer_incarnation &&
+  return route.peer_incarnation != 0 && ep.peer_incarnation().has_value() &&
+         *ep.peer_incarnation() != route.peer_incarnation &&
          !Mut(base::Mutation::kEngineC6AcceptOtherTarget);
 }
 
