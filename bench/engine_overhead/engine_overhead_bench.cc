@@ -28,7 +28,9 @@
 #include <string>
 #include <vector>
 
+#include "bench/quantile.h"
 #include "bench/raw_rc.h"
+#include "bench/zero_latency.h"
 #include "benchmark/benchmark.h"
 #include "engine/inspect.h"
 #include "hal/types.h"
@@ -58,16 +60,6 @@ static_assert(kFootprintBytes % (uint64_t{kSlicesPerTask} * kSliceBytes) == 0);
 constexpr uint32_t kAccess =
     hal::kAccessLocalWrite | hal::kAccessRemoteWrite | hal::kAccessRemoteRead;
 
-sim::FabricConfig ZeroLatency() {
-  sim::FabricConfig c;
-  c.hosts = 2;
-  c.link_latency_ns = 0;
-  c.link_jitter_ns = 0;
-  c.cqe_jitter_ns = 0;
-  c.link_gbps = 1'000'000;
-  return c;
-}
-
 [[noreturn]] void Fail(const std::string& what) {
   std::fprintf(stderr, "engine_overhead: %s\n", what.c_str());
   std::abort();
@@ -85,7 +77,7 @@ struct RawBed {
   uint32_t outstanding[kQps] = {};
 
   RawBed() {
-    fabric = std::make_unique<sim::Fabric>(ZeroLatency(), sim::Prng(1), &clock);
+    fabric = std::make_unique<sim::Fabric>(ZeroLatencyFabric(), sim::Prng(1), &clock);
     hal::ContextHandle ctx[2];
     hal::PdHandle pd[2];
     hal::CqHandle cqs[2];
@@ -160,7 +152,7 @@ void BM_RawHalPostPoll(benchmark::State& state) {
 struct EngineBed {
   sim::VirtualClock clock;
   sim::Prng root{7};
-  sim::Fabric fabric{ZeroLatency(), root.Fork(), &clock, nullptr};
+  sim::Fabric fabric{ZeroLatencyFabric(), root.Fork(), &clock, nullptr};
   sim::SimNetwork net{root.Fork(), &clock, nullptr, sim::NetPlan{}};
   sim::Scheduler sched{root.Fork(), &clock, nullptr};
   struct Host {
@@ -301,12 +293,6 @@ class RatioReporter : public benchmark::ConsoleReporter {
       if (name.find("BM_EngineSlices") == 0) eng.push_back(it->second.value);
     }
   }
-  static double Median(std::vector<double> v) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-  }
   std::vector<double> raw, eng;
 };
 
@@ -324,8 +310,8 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&n, args.data());
   ferry::bench::RatioReporter rep;
   benchmark::RunSpecifiedBenchmarks(&rep);
-  const double raw = ferry::bench::RatioReporter::Median(rep.raw);
-  const double eng = ferry::bench::RatioReporter::Median(rep.eng);
+  const double raw = ferry::bench::Median(rep.raw);
+  const double eng = ferry::bench::Median(rep.eng);
   if (raw > 0 && eng > 0) {
     std::printf(
         "engine/raw slices per second, medians of %zu/%zu interleaved runs: %.0f / %.0f = %.3f "

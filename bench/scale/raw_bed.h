@@ -27,6 +27,7 @@
 
 #include "absl/types/span.h"
 #include "bench/raw_rc.h"
+#include "bench/zero_latency.h"
 #include "hal/types.h"
 #include "hal/verbs.h"
 #include "sim/prng.h"
@@ -45,13 +46,7 @@ class RawScaleBed {
       hal::kAccessLocalWrite | hal::kAccessRemoteWrite | hal::kAccessRemoteRead;
 
   RawScaleBed(uint32_t qps, uint64_t settle_ns) : settle_ns_(settle_ns) {
-    sim::FabricConfig fc;
-    fc.hosts = 2;
-    fc.link_latency_ns = 0;
-    fc.link_jitter_ns = 0;
-    fc.cqe_jitter_ns = 0;
-    fc.link_gbps = 1'000'000;
-    fabric_ = std::make_unique<sim::Fabric>(fc, sim::Prng(11), &clock_);
+    fabric_ = std::make_unique<sim::Fabric>(ZeroLatencyFabric(), sim::Prng(11), &clock_);
     for (int s = 0; s < 2; ++s) {
       v_[s] = fabric_->NewVerbs(s);
       ctx_[s] = Must(v_[s]->OpenDevice("sim0"), "open");

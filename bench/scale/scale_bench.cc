@@ -46,7 +46,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "bench/quantile.h"
 #include "bench/scale/raw_bed.h"
+#include "bench/zero_latency.h"
 #include "benchmark/benchmark.h"
 #include "engine/inspect.h"
 #include "sim/entropy.h"
@@ -101,13 +103,7 @@ class ScaleBed {
   // kSliceBytes * kTasks on the initiator (host 0).
   ScaleBed(uint32_t endpoints, uint32_t regions, uint64_t settle_ns = 1'000'000'000)
       : regions_(regions), settle_ns_(settle_ns) {
-    sim::FabricConfig fc;
-    fc.hosts = 2;
-    fc.link_latency_ns = 0;
-    fc.link_jitter_ns = 0;
-    fc.cqe_jitter_ns = 0;
-    fc.link_gbps = 1'000'000;
-    fabric_ = std::make_unique<sim::Fabric>(fc, root_.Fork(), &clock_, nullptr);
+    fabric_ = std::make_unique<sim::Fabric>(ZeroLatencyFabric(), root_.Fork(), &clock_, nullptr);
     net_ = std::make_unique<sim::SimNetwork>(root_.Fork(), &clock_, nullptr, sim::NetPlan{});
     sched_ = std::make_unique<sim::Scheduler>(root_.Fork(), &clock_, nullptr);
     sched_->AddActor(fabric_.get());
@@ -264,7 +260,9 @@ class ScaleBed {
   double heap_per_endpoint_ = 0;
 };
 
-void Rate(benchmark::State& state, ScaleBed& bed) {
+// The measured loop of a bed with WarmUp() and Round() (ScaleBed, RawScaleBed).
+template <typename Bed>
+void Rate(benchmark::State& state, Bed& bed) {
   bed.WarmUp();
   uint64_t units = 0;
   for (auto _ : state) units += bed.Round();
@@ -287,12 +285,7 @@ void BM_EndpointsShortSettle(benchmark::State& state) {
 
 void BM_RawEndpointsShortSettle(benchmark::State& state) {
   RawScaleBed bed(static_cast<uint32_t>(state.range(0)), 1'000'000);
-  bed.WarmUp();
-  uint64_t units = 0;
-  for (auto _ : state) units += bed.Round();
-  state.counters["slices_per_s"] =
-      benchmark::Counter(static_cast<double>(units), benchmark::Counter::kIsRate);
-  state.counters["slices"] = static_cast<double>(units);  // exact, for scripts/bench-ir
+  Rate(state, bed);
 }
 
 void BM_Regions(benchmark::State& state) {
@@ -375,12 +368,6 @@ class ScaleReporter : public benchmark::ConsoleReporter {
   static std::vector<double> At(const std::map<int, std::vector<double>>& m, int n) {
     auto it = m.find(n);
     return it == m.end() ? std::vector<double>{} : it->second;
-  }
-  static double Median(std::vector<double> v) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
   }
   std::map<int, std::vector<double>> eng_, raw_;  // by endpoint count, ordered
 };
