@@ -18,7 +18,7 @@
 // - A QP with posted WRs is never moved to RESET; QPs that never left
 //   RESET/INIT are destroyed directly, the others are moved to ERR first.
 // - A QP's FIFO holds exactly the WRs posted on it that have no evidence
-//   yet; its size never exceeds the depth (wr_depth). Its `recv` deque
+//   yet; its size never exceeds the depth (wr_depth). Its `recv` queue
 //   does the same for receive WRs; a retiring QP is destroyed once both
 //   drained (or the drain deadline passed).
 // - A QP whose destroy failed keeps its handle, its FIFO and its quota
@@ -28,7 +28,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <optional>
 #include <string>
@@ -108,7 +107,9 @@ struct DataQp {
   CqQuota::QpHint quota_hint;      // the worker's ledger lookups of this QP
   base::RingQueue<uint32_t> fifo;  // slots of posted WRs, in post order
   // Posted receive WRs in post order: (notification slot, receive seq).
-  std::deque<std::pair<uint32_t, uint32_t>> recv;
+  // (A RingQueue: an empty std::deque allocates its map and a 512-byte
+  // chunk, about 600 bytes of heap per QP that never posts a receive.)
+  base::RingQueue<std::pair<uint32_t, uint32_t>> recv;
   uint32_t recv_seq = 0;   // of the next receive WR posted on this QP
   bool destroyed = false;  // DestroyQp returned OK
   bool released = false;   // empty poll after destroy done
