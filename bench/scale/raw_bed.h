@@ -44,6 +44,9 @@ class RawScaleBed {
   static constexpr uint64_t kBufferBytes = 64 * 1024;
   static constexpr uint32_t kAccess =
       hal::kAccessLocalWrite | hal::kAccessRemoteWrite | hal::kAccessRemoteRead;
+  // CQs for `qps` QPs of depth kDepth (ScaleBed's cqs_per_worker too):
+  // 1024 x 16 WRs are 8 CQs of 128 x 16 = 2048 CQEs each.
+  static constexpr uint32_t CqsFor(uint32_t qps) { return qps > 128 ? 8 : 1; }
 
   RawScaleBed(uint32_t qps, uint64_t settle_ns) : settle_ns_(settle_ns) {
     fabric_ = std::make_unique<sim::Fabric>(ZeroLatencyFabric(), sim::Prng(11), &clock_);
@@ -54,7 +57,7 @@ class RawScaleBed {
     }
     const hal::PdHandle pd0 = Must(v_[0]->AllocPd(ctx_[0]), "pd");
     local_ = Must(v_[0]->RegMr(pd0, buf_[0].data(), buf_[0].size(), kAccess), "mr");
-    const uint32_t ncq = qps > 128 ? 8 : 1;
+    const uint32_t ncq = CqsFor(qps);
     for (uint32_t c = 0; c < ncq; ++c)
       cqs_.push_back(Must(v_[0]->CreateCq(ctx_[0], 4096, {}), "cq").cq);
     const hal::CqHandle target_cq = Must(v_[1]->CreateCq(ctx_[1], 4096, {}), "cq").cq;
@@ -83,10 +86,7 @@ class RawScaleBed {
  private:
   template <typename T>
   static T Must(absl::StatusOr<T> v, const char* what) {
-    if (!v.ok()) {
-      std::fprintf(stderr, "raw_bed: %s: %s\n", what, v.status().ToString().c_str());
-      std::abort();
-    }
+    if (!v.ok()) Fail(std::string(what) + ": " + v.status().ToString());
     return *std::move(v);
   }
 

@@ -66,6 +66,12 @@ constexpr uint64_t kSliceBytes = 4096;
 constexpr uint32_t kTasks = 16;   // per batch, one slice each
 constexpr uint32_t kBatches = 4;  // in flight
 constexpr uint64_t kTargetBytes = 64 * 1024;
+constexpr uint32_t kWrDepth = 16;
+// The raw baseline (raw_bed.h) runs the same shape.
+static_assert(RawScaleBed::kSliceBytes == kSliceBytes);
+static_assert(RawScaleBed::kInFlightMax == kTasks * kBatches);
+static_assert(RawScaleBed::kBufferBytes == kTargetBytes);
+static_assert(RawScaleBed::kDepth == kWrDepth);
 
 [[noreturn]] void Fail(const std::string& what) {
   std::fprintf(stderr, "scale_bench: %s\n", what.c_str());
@@ -79,9 +85,8 @@ EngineConfig BenchConfig(uint32_t endpoints) {
   c.devices = {"sim0"};
   c.workers = 1;
   c.qps_per_endpoint = 1;
-  c.wr_depth = 16;
-  // 1024 endpoints x 16 WRs: 8 CQs of 128 endpoints x 16 = 2048 CQEs each.
-  c.cqs_per_worker = endpoints > 128 ? 8 : 1;
+  c.wr_depth = kWrDepth;
+  c.cqs_per_worker = RawScaleBed::CqsFor(endpoints);
   c.endpoint_store_capacity = std::max<uint32_t>(endpoints, 1);
   c.slice_size_bytes = kSliceBytes;
   c.request_bytes_max = kSliceBytes * kTasks;
