@@ -838,8 +838,8 @@ std::string Fabric::UnconsumedWrOn(const void* addr, uint64_t len, const WrFilte
     for (uint64_t seq = q.free_seq; seq < q.post_seq; ++seq) {
       const Wr& w = q.sq[seq % q.sq.size()];
       if (w.post_index < filter.posted_from) continue;
-      for (uint32_t k = 0; k < w.wr.num_sge && k < w.wr.sg_list.size(); ++k) {
-        const hal::Sge& g = w.wr.sg_list[k];
+      for (uint32_t k = 0; k < w.num_sge && k < hal::kMaxSgeInline; ++k) {
+        const hal::Sge& g = SgeOf(q, w, k);
         if (g.addr < hi && lo < g.addr + g.length)
           return absl::StrCat("h", q.host, "/", devices_[q.dev].name, " qpn=", q.qpn,
                               " state=", AV(hal::QpStateName(q.attr.qp_state)), " wr seq=", seq,
@@ -859,9 +859,9 @@ bool Fabric::WriteMayLand(uint32_t host, uint64_t addr, uint64_t len) const {
     const uint64_t lo_seq = q.post_seq > q.sq.size() ? q.post_seq - q.sq.size() : 0;
     for (uint64_t seq = lo_seq; seq < q.post_seq; ++seq) {
       const Wr& w = q.sq[seq % q.sq.size()];
-      if (w.seq != seq || !WritesRemote(w.wr.opcode)) continue;
-      if (!(w.wr.remote_addr < hi && addr < w.wr.remote_addr + w.len)) continue;
-      if (seq >= q.done_seq || !w.sent_payload.empty()) return true;
+      if (w.seq != seq || !WritesRemote(w.opcode)) continue;
+      if (!(w.remote_addr < hi && addr < w.remote_addr + w.len)) continue;
+      if (seq >= q.done_seq || w.has_sent_payload) return true;
     }
   }
   return false;

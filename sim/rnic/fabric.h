@@ -436,33 +436,54 @@ class Fabric final : public Actor {
     uint32_t owner = 0;
     std::vector<uint32_t> qps;  // attached live QPs
   };
+  // A send-queue slot, split in two: `Wr` holds what every post, packet
+  // and CQE reads (96 bytes: two cache lines per slot where the old single
+  // struct of 264 bytes touched five; at 1024 QPs the rings no longer fit
+  // in L2 and the post's write to a cold slot was the simulated RNIC's
+  // largest cost, docs/operations.md 3.2), `WrCold` the rest: the SGEs past
+  // the first, the local operations' fields and the payload copies. Both
+  // rings have cap.max_send_wr slots; slot i of one is slot i of the other.
   struct Wr {
     uint64_t seq = ~uint64_t{0};
     uint64_t post_index = 0;  // stats_.wrs_posted before this WR was posted
-    hal::SendWr wr;
+    uint64_t wr_id = 0;
+    uint64_t remote_addr = 0;
     uint64_t len = 0;
     uint64_t vpsn_first = 0;
-    uint32_t npkts = 0;
     // READ WRs posted on the QP before this one (Qp::reads_posted then):
     // the READs in [a, b) of the send queue are reads_before(b) -
     // reads_before(a), whatever path moved a or b (ReadsInFlight).
     uint64_t reads_before = 0;
+    uint32_t rkey = 0;
+    uint32_t imm_data = 0;
+    uint32_t npkts = 0;
+    hal::Opcode opcode = hal::Opcode::kRdmaWrite;
+    uint8_t num_sge = 0;
     bool signaled = false;
     bool started = false;
+    // An inline WR (kSendInline): all its bytes were copied at post time
+    // into WrCold::inline_payload (the driver copies them into the WQE;
+    // the buffer is the caller's again when post_send returns). Its
+    // packets take their bytes from there.
+    bool inline_data = false;
+    // WrCold::sent_payload holds bytes (cleared when the slot is reused).
+    bool has_sent_payload = false;
     // A local operation (kBindMw, kLocalInv): its result, set when the
     // requester reached it (started); it completes when it is the head.
     hal::WcStatus local_status = hal::WcStatus::kSuccess;
+    hal::Sge sge0;  // sg_list[0]; the others are WrCold::sges
+  };
+  struct WrCold {
+    std::array<hal::Sge, hal::kMaxSgeInline - 1> sges{};  // sg_list[1..]
+    hal::MwBind bind;                                     // kBindMw
+    uint32_t invalidate_rkey = 0;                         // kLocalInv
     // A WRITE completed in error while packets were on the wire: the bytes
     // those packets carry, taken from the local buffer at completion time
     // (an RNIC fetched them at transmit; the buffer was still the task's).
-    // Cleared when the ring slot is reused.
     std::vector<uint8_t> sent_payload;
-    // An inline WR (kSendInline): all its bytes, copied at post time (the
-    // driver copies them into the WQE; the buffer is the caller's again
-    // when post_send returns). Its packets take their bytes from here.
-    bool inline_data = false;
-    std::vector<uint8_t> inline_payload;
+    std::vector<uint8_t> inline_payload;  // Wr::inline_data
   };
+  static_assert(sizeof(Wr) == 96, "Wr is the hot part of a send-queue slot: keep it two lines");
   struct Qp {
     bool alive = true;
     uint32_t ctx = 0, pd = 0, dev = 0, host = 0;
@@ -471,7 +492,8 @@ class Fabric final : public Actor {
     hal::QpCap cap;
     bool sq_sig_all = false;
     hal::QpAttr attr;
-    std::vector<Wr> sq;  // ring of cap.max_send_wr (at least 1)
+    std::vector<Wr> sq;           // ring of cap.max_send_wr (at least 1)
+    std::vector<WrCold> sq_cold;  // the same slots' cold halves
     uint64_t post_seq = 0, done_seq = 0, free_seq = 0, send_seq = 0;
     uint64_t reads_posted = 0;  // READ WRs ever posted (Wr::reads_before)
     uint64_t next_vpsn = 0, sent_vpsn = 0, ack_vpsn = 0;
@@ -585,7 +607,7 @@ class Fabric final : public Actor {
   void UnbindMw(Mw& w);
   // A bind or local-invalidate WR of QP qi, executed when the requester
   // reaches it; its completion status.
-  hal::WcStatus ExecuteLocalOp(uint32_t qi, const Qp& q, const hal::SendWr& wr);
+  hal::WcStatus ExecuteLocalOp(uint32_t qi, const Qp& q, const Wr& w);
   hal::WcStatus ExecuteBind(uint32_t qi, const Qp& q, const hal::MwBind& b);
   hal::WcStatus ExecuteLocalInv(const Qp& q, uint32_t rkey);
   // Completes the executed local operations at the head of q's send queue
@@ -791,8 +813,16 @@ class Fabric final : public Actor {
   void ResetQpQueues(Qp& q);
   void ArmTimer(uint32_t qi, Qp& q);
   uint64_t TimeoutNs(const Qp& q) const;
-  // An inline WR's bytes into its sent_payload, at post_send.
-  void CopyInline(Wr& w);
+  // The cold half of a send-queue slot, and the WR's SGE k (< num_sge).
+  static WrCold& ColdOf(Qp& q, const Wr& w) { return q.sq_cold[w.seq % q.sq_cold.size()]; }
+  static const WrCold& ColdOf(const Qp& q, const Wr& w) {
+    return q.sq_cold[w.seq % q.sq_cold.size()];
+  }
+  static const hal::Sge& SgeOf(const Qp& q, const Wr& w, uint32_t k) {
+    return k == 0 ? w.sge0 : ColdOf(q, w).sges[k - 1];
+  }
+  // An inline WR's bytes into its inline_payload, at post_send.
+  void CopyInline(Qp& q, const Wr& w);
   bool DmaLocal(uint32_t qi, Qp& q, const Wr& w, uint64_t off, uint64_t len, uint8_t* remote,
                 bool to_remote);
   // The MR an rkey (an MR's or a window's) reaches for a request arriving

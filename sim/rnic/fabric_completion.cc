@@ -47,9 +47,9 @@ void Fabric::AckUpTo(uint32_t qi, Qp& q, uint64_t last, bool implied_nak) {
   bool implied = false;
   while (q.done_seq < q.post_seq && q.ack_vpsn <= last && Executing(q.attr.qp_state)) {
     Wr& w = q.sq[q.done_seq % q.sq.size()];
-    if (IsLocalOp(w.wr.opcode)) break;  // completes when executed (CompleteLocalOpsAtHead)
+    if (IsLocalOp(w.opcode)) break;  // completes when executed (CompleteLocalOpsAtHead)
     const uint64_t end = w.vpsn_first + w.npkts;
-    if (w.wr.opcode == hal::Opcode::kRdmaRead) {
+    if (w.opcode == hal::Opcode::kRdmaRead) {
       // An ACK beyond an unfinished READ: its response was lost (implied
       // NAK): retransmit from the READ, once the progress this ACK made
       // before it is booked (it ends any retry under way). Under
@@ -90,8 +90,7 @@ void Fabric::OnReadResp(uint32_t qi, Qp& q, uint64_t vpsn) {
   }
   if (vpsn != q.ack_vpsn || q.done_seq >= q.post_seq) return;
   Wr& w = q.sq[q.done_seq % q.sq.size()];
-  if (w.wr.opcode != hal::Opcode::kRdmaRead || vpsn < w.vpsn_first ||
-      vpsn >= w.vpsn_first + w.npkts) {
+  if (w.opcode != hal::Opcode::kRdmaRead || vpsn < w.vpsn_first || vpsn >= w.vpsn_first + w.npkts) {
     return;
   }
   const uint64_t mtu = std::min(hal::MtuBytes(q.attr.path_mtu), hal::MtuBytes(config_.active_mtu));
@@ -101,17 +100,17 @@ void Fabric::OnReadResp(uint32_t qi, Qp& q, uint64_t vpsn) {
     // A window rkey is honoured only for its bound QP, which must still be
     // the responder; an MR rkey needs no responder (a response in flight
     // lands even if the responder QP was destroyed meanwhile).
-    const uint32_t ri = IsMwKey(w.wr.rkey) && q.dst_dev != kNone
+    const uint32_t ri = IsMwKey(w.rkey) && q.dst_dev != kNone
                             ? FindQpByNumber(q.dst_dev, q.attr.dest_qp_num)
                             : kNone;
     const Mr* m = q.dst_dev == kNone ? nullptr
-                                     : ResolveRkey(q.dst_dev, kNone, ri, w.wr.rkey,
-                                                   w.wr.remote_addr, w.len, hal::kAccessRemoteRead);
+                                     : ResolveRkey(q.dst_dev, kNone, ri, w.rkey, w.remote_addr,
+                                                   w.len, hal::kAccessRemoteRead);
     if (m == nullptr) {  // target fenced meanwhile: lost, the retry will NAK
       ++q.path_faults;
       return;
     }
-    uint8_t* src = m->addr + (w.wr.remote_addr - reinterpret_cast<uint64_t>(m->addr)) + off;
+    uint8_t* src = m->addr + (w.remote_addr - reinterpret_cast<uint64_t>(m->addr)) + off;
     ShadowCheck(src, len, false, "remote source of READ");
     if (!DmaLocal(qi, q, w, off, len, src, false)) {
       FailAndFlush(qi, q, w.seq, WcStatus::kLocProtErr);
@@ -281,17 +280,22 @@ void Fabric::SaveSentPayloads(uint32_t qi, Qp& q) {
   const uint64_t mtu = std::min(hal::MtuBytes(q.attr.path_mtu), hal::MtuBytes(config_.active_mtu));
   for (uint64_t s = q.done_seq; s < q.post_seq; ++s) {
     Wr& w = q.sq[s % q.sq.size()];
-    if (!CarriesPayload(w.wr.opcode) || q.sent_vpsn_hi <= w.vpsn_first) continue;
+    if (!CarriesPayload(w.opcode) || q.sent_vpsn_hi <= w.vpsn_first) continue;
     const uint64_t sent_pkts = std::min<uint64_t>(q.sent_vpsn_hi - w.vpsn_first, w.npkts);
     const uint64_t bytes = std::min(w.len, sent_pkts * mtu);
     if (bytes == 0) continue;
+    WrCold& cold = ColdOf(q, w);
+    w.has_sent_payload = true;
     if (w.inline_data) {  // its bytes went with the WQE
-      w.sent_payload.assign(w.inline_payload.begin(), w.inline_payload.begin() + bytes);
+      cold.sent_payload.assign(cold.inline_payload.begin(), cold.inline_payload.begin() + bytes);
       continue;
     }
-    w.sent_payload.resize(bytes);
+    cold.sent_payload.resize(bytes);
     // The task still owns its buffer here (this WR's CQE is not out yet).
-    if (!DmaLocal(qi, q, w, 0, bytes, w.sent_payload.data(), true)) w.sent_payload = {};
+    if (!DmaLocal(qi, q, w, 0, bytes, cold.sent_payload.data(), true)) {
+      cold.sent_payload = {};
+      w.has_sent_payload = false;
+    }
   }
 }
 
@@ -304,14 +308,14 @@ void Fabric::EmitCqe(uint32_t qi, Qp& q, const Wr& w, WcStatus status) {
   Cqe c;
   c.qp = qi;
   c.wr_seq = w.seq;
-  c.wc.wr_id = w.wr.wr_id;
+  c.wc.wr_id = w.wr_id;
   c.wc.status = status;
   c.wc.qp_num = q.qpn;
   if (status == WcStatus::kSuccess) {
-    c.wc.opcode = w.wr.opcode;  // BIND_MW and LOCAL_INV too (rxe_comp.c wr_to_wc_opcode)
+    c.wc.opcode = w.opcode;  // BIND_MW and LOCAL_INV too (rxe_comp.c wr_to_wc_opcode)
     // A WRITE with immediate completes IBV_WC_RDMA_WRITE at the requester.
-    if (w.wr.opcode == hal::Opcode::kRdmaWriteWithImm) c.wc.opcode = hal::Opcode::kRdmaWrite;
-    if (IsLocalOp(w.wr.opcode) && config_.mutations.on(base::Mutation::kSimMwWcOpcodeSend)) {
+    if (w.opcode == hal::Opcode::kRdmaWriteWithImm) c.wc.opcode = hal::Opcode::kRdmaWrite;
+    if (IsLocalOp(w.opcode) && config_.mutations.on(base::Mutation::kSimMwWcOpcodeSend)) {
       c.wc.opcode = hal::Opcode::kSend;
     }
     c.wc.byte_len = static_cast<uint32_t>(w.len);

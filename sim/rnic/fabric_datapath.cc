@@ -188,15 +188,29 @@ hal::PostResult Fabric::VerbPostSend(uint32_t host, hal::QpHandle qph,
 void Fabric::EnqueueWr(uint32_t qi, Qp& q, const hal::SendWr& wr, uint64_t len, uint64_t mtu) {
   Wr& w = q.sq[q.post_seq % q.sq.size()];
   w.seq = q.post_seq++;
-  w.wr = wr;
-  if (!w.sent_payload.empty()) w.sent_payload = {};
+  w.wr_id = wr.wr_id;
+  w.remote_addr = wr.remote_addr;
+  w.rkey = wr.rkey;
+  w.imm_data = wr.imm_data;
+  w.opcode = wr.opcode;
+  w.num_sge = static_cast<uint8_t>(wr.num_sge);
+  w.sge0 = wr.sg_list[0];
+  // The cold half is written only where this WR has something for it.
+  if (w.has_sent_payload || wr.num_sge > 1 || IsLocalOp(wr.opcode)) {
+    WrCold& cold = ColdOf(q, w);
+    if (w.has_sent_payload) cold.sent_payload = {};
+    for (uint32_t k = 1; k < wr.num_sge; ++k) cold.sges[k - 1] = wr.sg_list[k];
+    cold.bind = wr.bind;
+    cold.invalidate_rkey = wr.invalidate_rkey;
+  }
+  w.has_sent_payload = false;
   w.len = len;
   // Inline: the bytes are copied now, as the driver copies them into the
   // WQE; the RNIC never reads the caller's buffer for this WR. Test-only:
   // the bug of reading it when the packet is sent.
   w.inline_data = (wr.send_flags & hal::kSendInline) != 0 &&
                   !config_.mutations.on(base::Mutation::kSimInlineReadsLate);
-  if (w.inline_data) CopyInline(w);
+  if (w.inline_data) CopyInline(q, w);
   // A local operation sends no packet and takes no PSN.
   w.npkts = IsLocalOp(wr.opcode)
                 ? 0
@@ -238,8 +252,8 @@ bool Fabric::StartWr(uint32_t qi, Qp& q, Wr& w) {
   // Local keys are checked when the WR starts executing (as hardware does):
   // a bad lkey or range completes LOC_PROT_ERR. An inline WR's bytes are in
   // the WQE: no key is used.
-  for (uint32_t k = 0; k < w.wr.num_sge && !w.inline_data; ++k) {
-    const hal::Sge& sge = w.wr.sg_list[k];
+  for (uint32_t k = 0; k < w.num_sge && !w.inline_data; ++k) {
+    const hal::Sge& sge = SgeOf(q, w, k);
     const uint32_t idx = sge.lkey >> 8;
     bool ok = idx != 0 && idx <= mrs_.size();
     if (ok) {
@@ -247,7 +261,7 @@ bool Fabric::StartWr(uint32_t qi, Qp& q, Wr& w) {
       ok = m.alive && m.key == sge.lkey && m.dev == q.dev && m.pd == q.pd &&
            sge.addr >= reinterpret_cast<uint64_t>(m.addr) &&
            sge.addr + sge.length <= reinterpret_cast<uint64_t>(m.addr) + m.len &&
-           (w.wr.opcode != hal::Opcode::kRdmaRead || (m.access & hal::kAccessLocalWrite) != 0);
+           (w.opcode != hal::Opcode::kRdmaRead || (m.access & hal::kAccessLocalWrite) != 0);
     }
     if (!ok) {
       FailAndFlush(qi, q, w.seq, WcStatus::kLocProtErr);
@@ -274,10 +288,10 @@ void Fabric::Kick(uint32_t qi) {
   const uint64_t tx_start_ns = std::max(clock_->NowNs(), devices_[q.dev].tx_free_ns);
   while (q.send_seq < q.post_seq) {
     Wr& w = q.sq[q.send_seq % q.sq.size()];
-    if (IsLocalOp(w.wr.opcode)) {
+    if (IsLocalOp(w.opcode)) {
       if (!w.started) {
         w.started = true;
-        w.local_status = ExecuteLocalOp(qi, q, w.wr);
+        w.local_status = ExecuteLocalOp(qi, q, w);
       }
       if (w.local_status != WcStatus::kSuccess) break;  // the requester stops there
       ++q.send_seq;
@@ -286,7 +300,7 @@ void Fabric::Kick(uint32_t qi) {
     // The requester has at most max_rd_atomic READs outstanding (in order:
     // what is posted behind a waiting READ waits too). Test-only: the sim
     // before it honoured max_rd_atomic.
-    if (w.wr.opcode == hal::Opcode::kRdmaRead && q.sent_vpsn <= w.vpsn_first &&
+    if (w.opcode == hal::Opcode::kRdmaRead && q.sent_vpsn <= w.vpsn_first &&
         ReadsInFlight(q) >= std::max<uint64_t>(1, q.attr.max_rd_atomic) &&
         !config_.mutations.on(base::Mutation::kSimReadDepthUnbounded)) {
       ++stats_.read_depth_waits;
@@ -332,7 +346,7 @@ void Fabric::SendReq(uint32_t qi, Qp& q, Wr& w, uint64_t vpsn) {
   ++stats_.packets_sent;
   const uint64_t mtu = std::min(hal::MtuBytes(q.attr.path_mtu), hal::MtuBytes(config_.active_mtu));
   const uint64_t off = (vpsn - w.vpsn_first) * mtu;
-  const uint64_t len = CarriesPayload(w.wr.opcode) && off < w.len ? std::min(mtu, w.len - off) : 0;
+  const uint64_t len = CarriesPayload(w.opcode) && off < w.len ? std::min(mtu, w.len - off) : 0;
   const uint64_t depart_ns = Serialize(q.dev, len);
   if (q.script_drop > 0) {
     --q.script_drop;
@@ -405,14 +419,15 @@ const Fabric::Mr* Fabric::ResolveRkey(uint32_t dev, uint32_t pd, uint32_t respon
   return &m;
 }
 
-void Fabric::CopyInline(Wr& w) {
-  w.inline_payload.resize(w.len);
+void Fabric::CopyInline(Qp& q, const Wr& w) {
+  std::vector<uint8_t>& payload = ColdOf(q, w).inline_payload;
+  payload.resize(w.len);
   uint64_t done = 0;
-  for (uint32_t k = 0; k < w.wr.num_sge; ++k) {
-    const hal::Sge& sge = w.wr.sg_list[k];
+  for (uint32_t k = 0; k < w.num_sge; ++k) {
+    const hal::Sge& sge = SgeOf(q, w, k);
     const auto* src = reinterpret_cast<const uint8_t*>(sge.addr);
     ShadowCheck(src, sge.length, true, "inline source at post_send");
-    if (sge.length > 0) std::memcpy(w.inline_payload.data() + done, src, sge.length);
+    if (sge.length > 0) std::memcpy(payload.data() + done, src, sge.length);
     done += sge.length;
   }
   FERRY_CHECK_EQ(done, w.len);
@@ -423,8 +438,8 @@ bool Fabric::DmaLocal(uint32_t qi, Qp& q, const Wr& w, uint64_t off, uint64_t le
   (void)qi;
   uint64_t pos = 0;
   uint64_t done = 0;
-  for (uint32_t k = 0; k < w.wr.num_sge && done < len; ++k) {
-    const hal::Sge& sge = w.wr.sg_list[k];
+  for (uint32_t k = 0; k < w.num_sge && done < len; ++k) {
+    const hal::Sge& sge = SgeOf(q, w, k);
     const uint64_t s_end = pos + sge.length;
     if (s_end > off + done) {
       const uint64_t start = off + done - pos;

@@ -115,10 +115,11 @@ absl::Status Fabric::CheckBindHandles(uint32_t host, const hal::SendWr& wr) {
   return CheckMr(host, wr.bind.mr, "ibv_post_send (bind_mw)").status();
 }
 
-hal::WcStatus Fabric::ExecuteLocalOp(uint32_t qi, const Qp& q, const hal::SendWr& wr) {
-  FERRY_CHECK(IsLocalOp(wr.opcode));
-  if (wr.opcode == hal::Opcode::kBindMw) return ExecuteBind(qi, q, wr.bind);
-  return ExecuteLocalInv(q, wr.invalidate_rkey);
+hal::WcStatus Fabric::ExecuteLocalOp(uint32_t qi, const Qp& q, const Wr& w) {
+  FERRY_CHECK(IsLocalOp(w.opcode));
+  const WrCold& cold = ColdOf(q, w);
+  if (w.opcode == hal::Opcode::kBindMw) return ExecuteBind(qi, q, cold.bind);
+  return ExecuteLocalInv(q, cold.invalidate_rkey);
 }
 
 // rxe_check_bind_mw / rxe_do_bind_mw for a type 2 window. Handles were
@@ -167,7 +168,7 @@ void Fabric::CompleteLocalOpsAtHead(uint32_t qi, Qp& q) {
   // Bounded by the send queue: each round completes one WR or returns.
   while (q.alive && q.done_seq < q.post_seq && Executing(q.attr.qp_state)) {
     const Wr& h = q.sq[q.done_seq % q.sq.size()];
-    if (!IsLocalOp(h.wr.opcode) || !h.started) return;
+    if (!IsLocalOp(h.opcode) || !h.started) return;
     if (h.local_status != WcStatus::kSuccess) {
       FailAndFlush(qi, q, h.seq, h.local_status);
       return;

@@ -71,6 +71,7 @@ absl::StatusOr<hal::QpInfo> Fabric::VerbCreateQp(uint32_t host, hal::PdHandle pd
   q->sq_sig_all = init.sq_sig_all;
   q->attr.cap = q->cap;
   q->sq.resize(std::max<uint32_t>(q->cap.max_send_wr, 1));
+  q->sq_cold.resize(q->sq.size());
   // Receive queue depth: mlx5 rounds to a power of two (and says so at
   // create); rxe's ring holds 2^k - 1 >= the request, which only
   // ibv_query_qp reports (rdma-core providers/rxe, rxe_queue.c).
@@ -387,6 +388,7 @@ void Fabric::DestroyQpNow(uint32_t qi, bool scrub) {
   --devices_[q.dev].live_qp;
   --live_[K(ObjectKind::kQp)];
   std::vector<Wr>().swap(q.sq);
+  std::vector<WrCold>().swap(q.sq_cold);
   std::vector<Qp::RecvSlot>().swap(q.rq);
   q.done_seq = q.post_seq;
   q.rq_done_seq = q.rq_post_seq;

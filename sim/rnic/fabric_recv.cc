@@ -231,7 +231,7 @@ void Fabric::ExecuteWriteImm(const ReqPacket& p, const Mr& m) {
   if (!ExecuteWrite(p, m)) return;
   if (last) {
     CompleteRecv(p.ri, p.r, WcStatus::kSuccess, hal::Opcode::kRecvRdmaWithImm,
-                 static_cast<uint32_t>(p.wr.len), RecvSrcQpn(p.rq), p.wr.wr.imm_data);
+                 static_cast<uint32_t>(p.wr.len), RecvSrcQpn(p.rq), p.wr.imm_data);
   }
 }
 

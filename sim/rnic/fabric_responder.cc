@@ -38,7 +38,7 @@ void Fabric::OnReq(const Event& e) {
   // (FailAndFlush), or are dropped if none were saved.
   const bool completed =
       wr.seq < rq.done_seq && !config_.mutations.on(base::Mutation::kSimFetchAfterCompletion);
-  if (completed && wr.sent_payload.empty()) {
+  if (completed && !wr.has_sent_payload) {
     ++stats_.late_packets_dropped;
     return DropReq(rq);
   }
@@ -80,7 +80,7 @@ inline void Fabric::ExecuteReq(const ReqPacket& p) {
   Qp& r = p.r;
   const uint32_t dev = rq.dst_dev;
   const bool dup = p.dup;
-  const hal::Opcode op = wr.wr.opcode;
+  const hal::Opcode op = wr.opcode;
   const bool is_write = CarriesPayload(op);  // WRITE, WRITE with immediate, SEND
   const bool redeliver =
       op == hal::Opcode::kSend && config_.mutations.on(base::Mutation::kSimDupSendRedelivered);
@@ -100,7 +100,7 @@ inline void Fabric::ExecuteReq(const ReqPacket& p) {
   if (op == hal::Opcode::kSend) return ExecuteSend(p);  // no rkey: the receive WR says where
   const uint32_t need = is_write ? hal::kAccessRemoteWrite : hal::kAccessRemoteRead;
   const Mr* m = (r.attr.qp_access_flags & need) == need
-                    ? ResolveRkey(dev, r.pd, ri, wr.wr.rkey, wr.wr.remote_addr, wr.len, need)
+                    ? ResolveRkey(dev, r.pd, ri, wr.rkey, wr.remote_addr, wr.len, need)
                     : nullptr;
   if (m == nullptr) {
     // Access violation: REM_ACCESS_ERR at the requester, responder to ERR.
@@ -136,17 +136,19 @@ const Fabric::Wr* Fabric::FindPacketWr(const Qp& rq, uint32_t seq_lo, uint64_t v
 
 inline bool Fabric::FetchPayload(const ReqPacket& p, uint8_t* dst) {
   if (p.completed) {
-    if (p.off + p.len > p.wr.sent_payload.size()) {  // not sent before completion
+    const std::vector<uint8_t>& sent = ColdOf(p.rq, p.wr).sent_payload;
+    if (p.off + p.len > sent.size()) {  // not sent before completion
       DropReq(p.rq);
       return false;
     }
-    std::memcpy(dst, p.wr.sent_payload.data() + p.off, p.len);
+    std::memcpy(dst, sent.data() + p.off, p.len);
     ++stats_.late_packets_landed;
     return true;
   }
   if (p.wr.inline_data) {  // copied at post_send
-    FERRY_CHECK_LE(p.off + p.len, p.wr.inline_payload.size());
-    std::memcpy(dst, p.wr.inline_payload.data() + p.off, p.len);
+    const std::vector<uint8_t>& payload = ColdOf(p.rq, p.wr).inline_payload;
+    FERRY_CHECK_LE(p.off + p.len, payload.size());
+    std::memcpy(dst, payload.data() + p.off, p.len);
     return true;
   }
   if (!DmaLocal(p.e.a, p.rq, p.wr, p.off, p.len, dst, true)) {
@@ -162,7 +164,7 @@ inline bool Fabric::FetchPayload(const ReqPacket& p, uint8_t* dst) {
 bool Fabric::ExecuteWrite(const ReqPacket& p, const Mr& m) {
   const Wr& wr = p.wr;
   Qp& r = p.r;
-  uint8_t* dst = m.addr + (wr.wr.remote_addr - reinterpret_cast<uint64_t>(m.addr)) + p.off;
+  uint8_t* dst = m.addr + (wr.remote_addr - reinterpret_cast<uint64_t>(m.addr)) + p.off;
   ShadowCheck(dst, p.len, false, "remote target of WRITE");
   if (!FetchPayload(p, dst)) return false;
   ++stats_.packets_executed;
