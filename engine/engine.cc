@@ -370,12 +370,7 @@ void EngineImpl::DescriptorArrived(uint64_t token, const SegmentDescriptor& d) {
       answer = engine::RefetchAnswer::kApply;
     switch (answer) {
       case engine::RefetchAnswer::kApply: {
-        engine::RangeSet rs;
-        for (size_t i = 0; i < d.buffers.size(); ++i)  // as in PollOpenSegment
-          (void)rs.Add(d.buffers[i].addr, d.buffers[i].length_bytes, i,
-                       static_cast<uint32_t>(d.buffers[i].access));
-        ps.ranges = std::move(rs);
-        ps.descriptor = d;
+        ps.SetDescriptor(d);
         ps.stale = false;
         ++ps.refetches_applied;
         event = "refetch_applied";
@@ -528,12 +523,7 @@ absl::StatusOr<std::optional<SegmentHandle>> EngineImpl::PollOpenSegment(OpenTok
     if (o.descriptor.has_value()) {
       const uint64_t id = next_segment_++;
       PeerSegment& ps = segments_[id];
-      // Overlapping or empty buffers are left out; the tag is the buffer's
-      // index (RouteOf takes its rkeys by it).
-      for (size_t i = 0; i < o.descriptor->buffers.size(); ++i)
-        (void)ps.ranges.Add(o.descriptor->buffers[i].addr, o.descriptor->buffers[i].length_bytes, i,
-                            static_cast<uint32_t>(o.descriptor->buffers[i].access));
-      ps.descriptor = std::move(*o.descriptor);
+      ps.SetDescriptor(std::move(*o.descriptor));
       FERRY_CHECK(segment_index_.emplace(id, &ps).second);
       opens_.erase(it);
       return std::optional<SegmentHandle>(SegmentHandle{id});
@@ -625,6 +615,20 @@ absl::StatusOr<BatchId> EngineImpl::AllocateBatch(uint32_t capacity) {
   return BatchId{id};
 }
 
+void EngineImpl::PeerSegment::SetDescriptor(SegmentDescriptor d) {
+  // Overlapping or empty buffers are left out of `ranges`; the tag is the
+  // buffer's index (RouteOf takes its keys by it).
+  engine::RangeSet rs;
+  buffer_keys.clear();
+  for (size_t i = 0; i < d.buffers.size(); ++i) {
+    const BufferDescriptor& b = d.buffers[i];
+    (void)rs.Add(b.addr, b.length_bytes, i, static_cast<uint32_t>(b.access));
+    buffer_keys.push_back(BufferKeys{{b.rkeys.begin(), b.rkeys.end()}, b.window, b.window_devices});
+  }
+  ranges = std::move(rs);
+  descriptor = std::move(d);
+}
+
 const std::shared_ptr<const std::string>& EngineImpl::PeerPathOf(PeerSegment& ps, size_t pdev) {
   const SegmentDescriptor& seg = ps.descriptor;
   const std::pair<uint64_t, uint64_t> of{seg.version, seg.incarnation};
@@ -698,8 +702,8 @@ std::shared_ptr<engine::TaskRoute> EngineImpl::RouteOf(const Request& r, uint32_
   if (found.local.length_bytes != 0) SetLocalKeys(*route, found.local.tag, memo);
   // The buffer C8 validated the remote range against (its index is the
   // range's tag; none for a notification).
-  if (found.remote.length_bytes != 0 && found.remote.tag < seg.buffers.size()) {
-    const BufferDescriptor& buf = seg.buffers[found.remote.tag];
+  if (found.remote.length_bytes != 0 && found.remote.tag < ps.buffer_keys.size()) {
+    const BufferKeys& buf = ps.buffer_keys[found.remote.tag];
     route->rkey = pdev < buf.rkeys.size() ? buf.rkeys[pdev] : 0;
     // Reached through windows on that device: the owner takes the rkey
     // of the window bound on the QP each slice is posted on.

@@ -203,14 +203,25 @@ class EngineImpl {
     uint32_t sends = 0;
   };
   // An opened peer segment: its descriptor and refetch state.
+  // What RouteOf takes from one buffer of a peer segment's descriptor:
+  // its rkey per device and its window fields (BufferDescriptor's).
+  struct BufferKeys {
+    absl::InlinedVector<uint32_t, 2> rkeys;
+    uint64_t window = 0;
+    uint64_t window_devices = 0;
+  };
+  // One opened peer segment. Submit reads, per request, `descriptor`'s
+  // first two lines (version, incarnation, device count) and the fields
+  // from peer_paths to buffer_keys, which are declared together and hold
+  // one buffer and one device inline: with many peers every separate
+  // allocation is one more cold line per request (bench/scale,
+  // docs/operations.md 3.2). The counters after them are cold.
   struct PeerSegment {
+    // Installs `d` with what Submit derives from it: `ranges` and
+    // `buffer_keys` (the only place either is set).
+    void SetDescriptor(SegmentDescriptor d);
+
     SegmentDescriptor descriptor;
-    bool stale = false;          // REM_ACCESS_ERR seen on this version
-    uint64_t refetch_token = 0;  // opens_ key of the refetch in flight; 0: none
-    uint64_t refetches_started = 0;
-    uint64_t refetches_applied = 0;
-    uint64_t refetches_unchanged = 0;
-    uint64_t refetches_given_up = 0;
     // "address@nic" per device of `descriptor`, shared by every route to it
     // (a route copies a pointer, not the path); rebuilt when the
     // descriptor's (version, incarnation) differs from paths_of.
@@ -225,6 +236,13 @@ class EngineImpl {
     // C8: the buffers of `descriptor`, tagged with their index (RouteOf
     // takes a buffer's rkeys by it); overlapping or empty ones left out.
     engine::RangeSet ranges;
+    absl::InlinedVector<BufferKeys, 1> buffer_keys;  // [i]: descriptor.buffers[i]'s
+    bool stale = false;                              // REM_ACCESS_ERR seen on this version
+    uint64_t refetch_token = 0;                      // opens_ key of the refetch in flight; 0: none
+    uint64_t refetches_started = 0;
+    uint64_t refetches_applied = 0;
+    uint64_t refetches_unchanged = 0;
+    uint64_t refetches_given_up = 0;
   };
   // A fixed hash of a segment id for segment_index_ (never iterated, so
   // no decision depends on it): Fibonacci hashing, one multiply. fnv1a's
