@@ -202,7 +202,6 @@ class EngineImpl {
     uint64_t segment = 0;
     uint32_t sends = 0;
   };
-  // An opened peer segment: its descriptor and refetch state.
   // What RouteOf takes from one buffer of a peer segment's descriptor:
   // its rkey per device and its window fields (BufferDescriptor's).
   struct BufferKeys {

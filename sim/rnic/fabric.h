@@ -466,7 +466,9 @@ class Fabric final : public Actor {
     // the buffer is the caller's again when post_send returns). Its
     // packets take their bytes from there.
     bool inline_data = false;
-    // WrCold::sent_payload holds bytes (cleared when the slot is reused).
+    // !WrCold::sent_payload.empty(), kept here so that a post and a late
+    // packet's check read no cold line (set only by SaveSentPayloads;
+    // the bytes are freed when the slot is reused).
     bool has_sent_payload = false;
     // A local operation (kBindMw, kLocalInv): its result, set when the
     // requester reached it (started); it completes when it is the head.

@@ -285,17 +285,14 @@ void Fabric::SaveSentPayloads(uint32_t qi, Qp& q) {
     const uint64_t bytes = std::min(w.len, sent_pkts * mtu);
     if (bytes == 0) continue;
     WrCold& cold = ColdOf(q, w);
-    w.has_sent_payload = true;
     if (w.inline_data) {  // its bytes went with the WQE
       cold.sent_payload.assign(cold.inline_payload.begin(), cold.inline_payload.begin() + bytes);
-      continue;
+    } else {
+      cold.sent_payload.resize(bytes);
+      // The task still owns its buffer here (this WR's CQE is not out yet).
+      if (!DmaLocal(qi, q, w, 0, bytes, cold.sent_payload.data(), true)) cold.sent_payload = {};
     }
-    cold.sent_payload.resize(bytes);
-    // The task still owns its buffer here (this WR's CQE is not out yet).
-    if (!DmaLocal(qi, q, w, 0, bytes, cold.sent_payload.data(), true)) {
-      cold.sent_payload = {};
-      w.has_sent_payload = false;
-    }
+    w.has_sent_payload = !cold.sent_payload.empty();
   }
 }
 
