@@ -36,8 +36,7 @@ CqQuota::CqQuota(uint32_t capacity, uint32_t zombie_quota_max, const base::Mutat
   FERRY_CHECK_LE(zombie_quota_max, capacity);
 }
 
-void CqQuota::AfterOp() const {
-  if (!check_every_op_) return;
+void CqQuota::CheckAfterOp() const {
   const absl::Status s = CheckInvariants();
   if (!s.ok()) {
     std::fprintf(stderr, "CqQuota invariant: %s\n", std::string(s.message()).c_str());
@@ -58,9 +57,8 @@ CqQuota::Entry* CqQuota::Find(uint64_t qp_id) const {
   return line.entry;
 }
 
-CqQuota::Entry* CqQuota::Find(uint64_t qp_id, QpHint* hint) const {
+CqQuota::Entry* CqQuota::Refill(uint64_t qp_id, QpHint* hint) const {
   if (hint == nullptr) return Find(qp_id);
-  if (hint->ledger == this && hint->qp_id == qp_id && hint->layout == layout_) return hint->entry;
   Entry* e = Find(qp_id);
   *hint = e == nullptr ? QpHint{} : QpHint{this, qp_id, layout_, e};
   return e;
@@ -76,20 +74,15 @@ absl::Status CqQuota::AddQp(hal::QpHandle qp) {
   return absl::OkStatus();
 }
 
-absl::Status CqQuota::Reserve(hal::QpHandle qp, uint32_t n, QpHint* hint) {
-  Entry* e = Find(qp.id, hint);
+absl::Status CqQuota::ReserveRefused(hal::QpHandle qp, uint32_t n, const Entry* e) const {
   if (e == nullptr)
     return absl::NotFoundError(absl::StrFormat("CqQuota::Reserve: QP %d not tracked", qp.id));
   if (e->state != QuotaQpState::kLive)
     return absl::FailedPreconditionError(
         absl::StrFormat("CqQuota::Reserve: QP %d is %s", qp.id, QuotaQpStateName(e->state)));
-  if (reserved_ + int64_t{n} > int64_t{capacity_})
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "CqQuota::Reserve: %d + %d CQEs exceed CQ size %d", reserved_, n, capacity_));
-  e->held += n;
-  reserved_ += n;
-  AfterOp();
-  return absl::OkStatus();
+  FERRY_CHECK_GT(reserved_ + int64_t{n}, int64_t{capacity_});
+  return absl::ResourceExhaustedError(
+      absl::StrFormat("CqQuota::Reserve: %d + %d CQEs exceed CQ size %d", reserved_, n, capacity_));
 }
 
 absl::Status CqQuota::Unreserve(hal::QpHandle qp, uint32_t n) {
@@ -107,25 +100,14 @@ absl::Status CqQuota::Unreserve(hal::QpHandle qp, uint32_t n) {
   return absl::OkStatus();
 }
 
-absl::Status CqQuota::ReleaseOnCqe(hal::QpHandle qp, QpHint* hint) {
-  Entry* found = Find(qp.id, hint);
-  if (found == nullptr) {
-    ++stray_cqes_;
+absl::Status CqQuota::StrayCqe(hal::QpHandle qp, const Entry* found) {
+  ++stray_cqes_;
+  if (found == nullptr)
     return absl::NotFoundError(
         absl::StrFormat("CqQuota: CQE of QP %d, which holds no quota here", qp.id));
-  }
-  Entry& e = *found;
-  if (e.held == 0) {
-    ++stray_cqes_;
-    return absl::FailedPreconditionError(
-        absl::StrFormat("CqQuota: CQE of QP %d beyond its reserved WRs", qp.id));
-  }
-  // Unreserve(qp, 1) without a second lookup (one call per CQE).
-  --e.held;
-  --reserved_;
-  if (IsZombie(e.state)) --zombie_;
-  AfterOp();
-  return absl::OkStatus();
+  FERRY_CHECK_EQ(found->held, 0);
+  return absl::FailedPreconditionError(
+      absl::StrFormat("CqQuota: CQE of QP %d beyond its reserved WRs", qp.id));
 }
 
 absl::Status CqQuota::MarkRetiring(hal::QpHandle qp) {

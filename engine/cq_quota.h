@@ -86,14 +86,33 @@ class CqQuota {
   // (nothing reserved) if that would pass the capacity; kNotFound for an
   // untracked QP; kFailedPrecondition unless LIVE (never post on a retiring
   // QP). n == 0 is a no-op.
-  absl::Status Reserve(hal::QpHandle qp, uint32_t n, QpHint* hint = nullptr);
+  // The common case (a hinted, LIVE QP with room) is inline: once per chain.
+  absl::Status Reserve(hal::QpHandle qp, uint32_t n, QpHint* hint = nullptr) {
+    Entry* e = Find(qp.id, hint);
+    if (e == nullptr || e->state != QuotaQpState::kLive ||
+        reserved_ + int64_t{n} > int64_t{capacity_})
+      return ReserveRefused(qp, n, e);
+    e->held += n;
+    reserved_ += n;
+    AfterOp();
+    return absl::OkStatus();
+  }
   // Returns n reserved CQEs of WRs post_send rejected. kNotFound, or
   // kFailedPrecondition if n exceeds what `qp` holds (nothing changes).
   absl::Status Unreserve(hal::QpHandle qp, uint32_t n);
   // One CQE of `qp` was polled: returns one CQE. kNotFound when the QP is
   // not tracked (e.g. already forgotten) and kFailedPrecondition when it
   // holds nothing: nothing changes and the call is counted in stray_cqes().
-  absl::Status ReleaseOnCqe(hal::QpHandle qp, QpHint* hint = nullptr);
+  // The common case (a hinted QP holding quota) is inline: once per CQE.
+  absl::Status ReleaseOnCqe(hal::QpHandle qp, QpHint* hint = nullptr) {
+    Entry* e = Find(qp.id, hint);
+    if (e == nullptr || e->held == 0) return StrayCqe(qp, e);
+    --e->held;
+    --reserved_;
+    if (IsZombie(e->state)) --zombie_;
+    AfterOp();
+    return absl::OkStatus();
+  }
 
   // `qp` started retiring (moved to ERR, or about to be destroyed): its
   // quota now counts as zombie. Idempotent; kNotFound if untracked.
@@ -153,10 +172,23 @@ class CqQuota {
   // btree move only when an entry is inserted or erased: every cached
   // pointer dies with `layout_` at each such change).
   Entry* Find(uint64_t qp_id) const;
-  // Find through the caller's hint (null: none), which it refreshes.
-  Entry* Find(uint64_t qp_id, QpHint* hint) const;
+  // Find through the caller's hint (null: none), which it refreshes. The
+  // hint's hit is inline (once per chain and per CQE).
+  Entry* Find(uint64_t qp_id, QpHint* hint) const {
+    if (hint != nullptr && hint->ledger == this && hint->qp_id == qp_id && hint->layout == layout_)
+      return hint->entry;
+    return Refill(qp_id, hint);
+  }
+  Entry* Refill(uint64_t qp_id, QpHint* hint) const;
+  // The errors of Reserve (nothing reserved) and ReleaseOnCqe (counted in
+  // stray_cqes_); `e`: Find's result.
+  absl::Status ReserveRefused(hal::QpHandle qp, uint32_t n, const Entry* e) const;
+  absl::Status StrayCqe(hal::QpHandle qp, const Entry* e);
   void LayoutChanged() { ++layout_; }
-  void AfterOp() const;
+  void AfterOp() const {
+    if (check_every_op_) CheckAfterOp();
+  }
+  void CheckAfterOp() const;
   void Forget(uint64_t qp_id, Entry& e);
 
   uint32_t capacity_;  // changes only in ResetForRecreatedCq

@@ -206,6 +206,10 @@ class Endpoint {
   // docs/operations.md 3.2).
   uint32_t round_robin = 0;  // next QP to post on
   uint64_t last_used_ns = 0;
+  // The owner's ledger of cq(), valid while the owner's ledger epoch is
+  // ledger_epoch (Worker::LedgerOf; 0: never looked up).
+  CqQuota* ledger = nullptr;
+  uint64_t ledger_epoch = 0;
 
   // Posted WRs over all QPs (0 = idle).
   uint64_t Outstanding() const;

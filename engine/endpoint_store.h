@@ -102,6 +102,15 @@ class EndpointStore {
     n->visited = true;
     return &n->value;
   }
+  // Whether `memo` is current: Find(key, memo) would look nothing up.
+  bool Fresh(const Memo& memo) const { return memo.store == this && memo.epoch == epoch_; }
+  // Find through a memo that is Fresh (no key needed).
+  V* FindFresh(const Memo& memo) {
+    FERRY_CHECK(Fresh(memo));
+    if (memo.node == nullptr) return nullptr;
+    memo.node->visited = true;
+    return &memo.node->value;
+  }
   template <typename K>
   V* Peek(const K& key, Memo* memo) {
     Node* n = Through(key, memo);

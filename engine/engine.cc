@@ -655,15 +655,16 @@ const std::shared_ptr<const std::string>& EngineImpl::PeerPathOf(PeerSegment& ps
 // its batch), the keys of the local region and of the remote buffer.
 // `found` is what validation found for it (the local region's id is its
 // local range's tag, the remote buffer's index its remote range's; an
-// empty range: none, as for a notification).
+// empty range: none, as for a notification), and `validated` the segment
+// it was found in (null: RouteOf looks the request's segment up).
 std::shared_ptr<engine::TaskRoute> EngineImpl::RouteOf(const Request& r, uint32_t index,
                                                        uint64_t now,
                                                        const engine::ResolvedRanges& found,
-                                                       RouteMemo& memo) {
+                                                       PeerSegment* validated, RouteMemo& memo) {
   // The descriptor held now, stale or not (a refetch in flight does not
   // hold the submit back; see Engine::GetSegmentInfo).
   if (memo.ps == nullptr || memo.segment != r.segment.id) {
-    memo.ps = segment_index_.at(r.segment.id);
+    memo.ps = validated != nullptr ? validated : segment_index_.at(r.segment.id);
     memo.segment = r.segment.id;
   }
   PeerSegment& ps = *memo.ps;
@@ -788,9 +789,9 @@ void EngineImpl::Submit(BatchId batch, absl::Span<const Request> requests,
     FERRY_CHECK_LE(enqueue, resolved_.size());
     RouteMemo memo;
     for (size_t i = 0; i < enqueue; ++i) {
-      const Request& r = requests[i];
       const uint32_t index = static_cast<uint32_t>(b.tasks.size());
-      std::shared_ptr<TaskRoute> route = RouteOf(r, index, now, resolved_[i], memo);
+      std::shared_ptr<TaskRoute> route =
+          RouteOf(requests[i], index, now, resolved_[i], validated_segments_[i], memo);
       b.tasks.push_back(route);
       out.tasks.push_back(TaskId{batch, index});
       routed.emplace_back(OwnerOfRoute(*route), route);
@@ -811,18 +812,22 @@ std::optional<size_t> EngineImpl::Validate(const Batch& b, absl::Span<const Requ
                                            size_t notify_tasks, SubmitResult* out) {
   // C8: every request validated before any is enqueued, a status each.
   // The last segment found (a batch's requests mostly share one).
+  // Each request's segment is kept for RouteOf (validated_segments_).
   uint64_t last_id = 0;
-  const engine::RangeSet* last = nullptr;
+  PeerSegment* last = nullptr;
+  validated_segments_.assign(requests.size(), nullptr);
   const bool all_ok = engine::ValidateRequestsInto(
       requests, mr_ranges_,
-      [this, &last_id, &last](SegmentHandle h)
+      [this, &last_id, &last](SegmentHandle h, size_t index)
           ABSL_NO_THREAD_SAFETY_ANALYSIS -> const engine::RangeSet* {
-            if (last != nullptr && last_id == h.id) return last;
-            auto it = segment_index_.find(h.id);
-            if (it == segment_index_.end()) return nullptr;
-            last_id = h.id;
-            last = &it->second->ranges;
-            return last;
+            if (last == nullptr || last_id != h.id) {
+              auto it = segment_index_.find(h.id);
+              if (it == segment_index_.end()) return nullptr;
+              last_id = h.id;
+              last = it->second;
+            }
+            validated_segments_[index] = last;
+            return &last->ranges;
           },
       config_.request_bytes_max, b.capacity - b.tasks.size() - notify_tasks,
       mutations_ == nullptr || !mutations_->on(base::Mutation::kEngineC8NoRemoteAccessCheck),

@@ -273,7 +273,8 @@ class EngineImpl {
     uint32_t lkey = 0;
   };
   std::shared_ptr<engine::TaskRoute> RouteOf(const Request& r, uint32_t index, uint64_t now,
-                                             const engine::ResolvedRanges& found, RouteMemo& memo)
+                                             const engine::ResolvedRanges& found,
+                                             PeerSegment* validated, RouteMemo& memo)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // RouteOf's local side: the route's region and its lkey on the route's
   // context (remembered in `memo` for the epoch it was read in).
@@ -398,6 +399,8 @@ class EngineImpl {
   engine::RangeSet mr_ranges_ ABSL_GUARDED_BY(mu_);
   // Submit's validation output, one entry per request (capacity reused).
   std::vector<engine::ResolvedRanges> resolved_ ABSL_GUARDED_BY(mu_);
+  // And the open segment each request's remote range was found in (null: none).
+  std::vector<PeerSegment*> validated_segments_ ABSL_GUARDED_BY(mu_);
   uint64_t next_batch_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<uint64_t, Batch> batches_ ABSL_GUARDED_BY(mu_);
   engine::NotifySeqs notify_seqs_ ABSL_GUARDED_BY(mu_);

@@ -95,7 +95,8 @@ absl::StatusOr<std::shared_ptr<TaskRoute>> EngineImpl::NotifyRouteOf(BatchId bat
   r.length_bytes = g.length_bytes;
   r.segment = n.segment;
   RouteMemo memo;
-  std::shared_ptr<TaskRoute> route = RouteOf(r, index, now, engine::ResolvedRanges{}, memo);
+  std::shared_ptr<TaskRoute> route =
+      RouteOf(r, index, now, engine::ResolvedRanges{}, nullptr, memo);
   route->HoldTask(std::move(task));
   route->send = true;
   route->remote_addr = 0;

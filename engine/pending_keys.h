@@ -56,7 +56,8 @@ class PendingKeys {
   using Key = std::pair<uint32_t, std::string>;  // (context, peer path)
   struct Entry {
     Key key;
-    uint64_t hash = 0;  // the caller's hash of key
+    uint64_t hash = 0;         // the caller's hash of key
+    uint64_t path_prefix = 0;  // PrefixOf(key.second): the walk's order, compared first
     Queue queue;
     Memo memo;
     bool listed = false;
@@ -177,8 +178,23 @@ class PendingKeys {
       return x.hash == y.hash && x.context == y.context && x.path == y.path;
     }
   };
-  struct EntryLess {  // Key's own order: context, then path
-    bool operator()(const Entry* a, const Entry* b) const { return a->key < b->key; }
+  // Key's own order (context, then path bytes as unsigned chars). The first
+  // eight path bytes, big-endian and zero-padded, decide most pairs in one
+  // compare: unequal prefixes order as the paths do (a shorter path's
+  // padding sorts first, as the path does), equal ones fall back to the
+  // whole key.
+  static uint64_t PrefixOf(std::string_view path) {
+    uint64_t p = 0;
+    for (size_t i = 0; i < 8; ++i)
+      p = (p << 8) | (i < path.size() ? static_cast<uint8_t>(path[i]) : 0u);
+    return p;
+  }
+  struct EntryLess {
+    bool operator()(const Entry* a, const Entry* b) const {
+      if (a->key.first != b->key.first) return a->key.first < b->key.first;
+      if (a->path_prefix != b->path_prefix) return a->path_prefix < b->path_prefix;
+      return a->key.second < b->key.second;
+    }
   };
 
   Entry* Lookup(uint32_t context, std::string_view path, uint64_t hash) const {
@@ -207,6 +223,7 @@ class PendingKeys {
       e->key = Key{context, std::string(path)};
     }
     e->hash = hash;
+    e->path_prefix = PrefixOf(path);
     Entry* raw = e.get();
     const bool inserted = directory_.insert(std::move(e)).second;
     FERRY_CHECK(inserted);

@@ -102,7 +102,7 @@ absl::Status ValidateOne(const Request& r, size_t index, const RangeSet& local,
     return absl::OutOfRangeError(absl::StrFormat(
         "request %d: local range [0x%x, +%d) runs past its registration [0x%x, +%d)", index,
         r.local_addr, r.length_bytes, mr->addr, mr->length_bytes));
-  const RangeSet* seg = r.segment.valid() ? segments(r.segment) : nullptr;
+  const RangeSet* seg = r.segment.valid() ? segments(r.segment, index) : nullptr;
   if (seg == nullptr)
     return absl::NotFoundError(
         absl::StrFormat("request %d: unknown peer segment %d", index, r.segment.id));

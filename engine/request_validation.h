@@ -95,7 +95,9 @@ struct ResolvedRanges {
 };
 
 // Looks up the buffers of an open peer segment; nullptr when unknown.
-using SegmentLookup = absl::FunctionRef<const RangeSet*(SegmentHandle)>;
+// `index`: the request's position in the batch (a caller may keep what it
+// found for that request); called at most once per request, in order.
+using SegmentLookup = absl::FunctionRef<const RangeSet*(SegmentHandle, size_t index)>;
 
 // `check_access` false skips check 8a (only the test-only mutation
 // kEngineC8NoRemoteAccessCheck passes false).

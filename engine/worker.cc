@@ -45,12 +45,7 @@ Worker::Worker(uint32_t id, WorkerEnv* env)
       r.must_reenable = c->Park();
       continue;
     }
-    for (uint32_t i = 0; i < c->cqs_per_worker(); ++i) {
-      quota_context_[c->cq(id_, i).id] = c->index();
-      quota_[c->cq(id_, i).id] =
-          std::make_unique<CqQuota>(c->cqe_capacity(), cfg_.zombie_quota_max, env_->mutations,
-                                    /*check_every_op=*/base::Mutations::kCompiledIn);
-    }
+    for (uint32_t i = 0; i < c->cqs_per_worker(); ++i) AddLedger(c->index(), c->cq(id_, i));
   }
 }
 
@@ -102,16 +97,18 @@ const Endpoint* Worker::Peek(const Key& key, Store::Memo* memo) const {
 }
 
 Endpoint* Worker::Hit(const Key& key, const TaskRoute& front, Store::Memo* memo) {
+  Store& store = *stores_[key.first];
   std::unique_ptr<Endpoint>* p;
-  if (front.key_hash.has_value()) {
+  if (store.Fresh(*memo)) {
+    p = store.FindFresh(*memo);  // the common case: no key is read
+  } else if (front.key_hash.has_value()) {
     // The route's key is this key (QueueOf placed it here by its context
     // and path), so its hash is this key's.
     FERRY_CHECK(front.context == key.first && front.peer_path->size() == key.second.size());
     const EndpointKeyView v = StoreKeyView(key);
-    p = stores_[key.first]->Find(
-        HashedEndpointKeyView{v.local_nic, v.peer_nic_path, *front.key_hash}, memo);
+    p = store.Find(HashedEndpointKeyView{v.local_nic, v.peer_nic_path, *front.key_hash}, memo);
   } else {
-    p = stores_[key.first]->Find(StoreKeyView(key), memo);
+    p = store.Find(StoreKeyView(key), memo);
   }
   return p == nullptr ? nullptr : p->get();
 }
@@ -300,11 +297,6 @@ void Worker::ForEachPolledCq(absl::FunctionRef<void(hal::CqHandle)> f) const {
   }
 }
 
-bool Worker::RailPaused(uint32_t ctx) const {
-  const Rail& r = rails_[ctx];
-  return r.port_down || r.parked || env_->clock->NowNs() < r.paused_until_ns;
-}
-
 const Endpoint* Worker::Find(uint32_t context, std::string_view peer_path) const {
   if (context >= stores_.size()) return nullptr;
   return Peek(Key{context, std::string(peer_path)});
@@ -360,6 +352,31 @@ CqQuota& Worker::Ledger(hal::CqHandle cq) {
   auto it = quota_.find(cq.id);
   FERRY_CHECK(it != quota_.end());
   return *it->second;
+}
+
+CqQuota& Worker::RefreshLedger(Endpoint& ep) {
+  ep.ledger = &Ledger(ep.cq());
+  ep.ledger_epoch = ledger_epoch_;
+  return *ep.ledger;
+}
+
+void Worker::AddLedger(uint32_t ctx, hal::CqHandle cq) {
+  AddLedger(ctx, cq.id,
+            std::make_unique<CqQuota>(env_->contexts[ctx]->cqe_capacity(), cfg_.zombie_quota_max,
+                                      env_->mutations,
+                                      /*check_every_op=*/base::Mutations::kCompiledIn));
+}
+
+void Worker::AddLedger(uint32_t ctx, uint64_t cq_id, std::unique_ptr<CqQuota> ledger) {
+  ++ledger_epoch_;
+  quota_context_[cq_id] = ctx;
+  quota_[cq_id] = std::move(ledger);
+}
+
+void Worker::DropLedger(uint64_t cq_id) {
+  ++ledger_epoch_;
+  quota_.erase(cq_id);
+  quota_context_.erase(cq_id);
 }
 
 // ------------------------------------------------------------------ inbox

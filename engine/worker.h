@@ -224,7 +224,11 @@ class Worker {
   // The owned CQs PollAll polls: not a parked rail's, not an errored one.
   void ForEachPolledCq(absl::FunctionRef<void(hal::CqHandle)> f) const;
   // True while rail (context) `ctx` is paused (errors or port down).
-  bool RailPaused(uint32_t ctx) const;
+  bool RailPaused(uint32_t ctx) const { return RailPausedAt(ctx, env_->clock->NowNs()); }
+  bool RailPausedAt(uint32_t ctx, uint64_t now_ns) const {
+    const Rail& r = rails_[ctx];
+    return r.port_down || r.parked || now_ns < r.paused_until_ns;
+  }
   size_t LiveEndpoints() const;
   size_t RetiringEndpoints() const { return retiring_.size(); }
   const WorkerStats& stats() const { return stats_; }
@@ -467,6 +471,17 @@ class Worker {
                    uint64_t b);
   uint32_t AllocSlot();
   CqQuota& Ledger(hal::CqHandle cq);
+  // Ledger(ep.cq()), kept in the endpoint while no ledger was added or
+  // dropped since (ledger_epoch_): a chain reads no map.
+  CqQuota& LedgerOf(Endpoint& ep) {
+    return ep.ledger_epoch == ledger_epoch_ ? *ep.ledger : RefreshLedger(ep);
+  }
+  CqQuota& RefreshLedger(Endpoint& ep);
+  // Every change to quota_ and quota_context_ goes through these two (they
+  // advance ledger_epoch_). The first makes a fresh ledger for `cq`.
+  void AddLedger(uint32_t ctx, hal::CqHandle cq);
+  void AddLedger(uint32_t ctx, uint64_t cq_id, std::unique_ptr<CqQuota> ledger);
+  void DropLedger(uint64_t cq_id);
   std::string NicName(uint32_t ctx) const;
   std::optional<uint32_t> ContextOfNic(std::string_view nic) const;
   EndpointKey StoreKey(const Key& key) const { return EndpointKey{NicName(key.first), key.second}; }
@@ -549,6 +564,7 @@ class Worker {
   // own context's old CQs only (another context may be parked, its old
   // CQs' ledgers still needed until its own resume: campaign seed 30030876).
   std::map<uint64_t, uint32_t> quota_context_;
+  uint64_t ledger_epoch_ = 1;  // advanced by AddLedger and DropLedger (LedgerOf)
   std::map<uint64_t, std::pair<uint32_t, uint32_t>> errored_cqs_;  // CQ id -> (ctx, i)
   std::vector<Rail> rails_;                                        // per context
   std::vector<std::shared_ptr<TaskRoute>> tasks_;
@@ -557,6 +573,7 @@ class Worker {
   std::vector<InboxItem> drain_scratch_;          // DrainInbox scratch; empty between calls
   std::array<ChainEntry, kChainMax> chain_;       // PostAll scratch; empty between calls
   std::array<hal::SendWr, kChainMax> chain_wrs_;  // sg_list[1..] and imm_data stay 0
+  uint64_t post_now_ns_ = 0;  // PostAll's one clock reading, for its pass's checks and posts
   // Test-only (kEngineMwReuseAcrossEndpoints): the peer windows of a
   // retired endpoint, handed to the next endpoint of its key.
   std::map<Key, std::map<uint64_t, PeerWindows>> kept_windows_;

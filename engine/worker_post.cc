@@ -40,6 +40,8 @@ uint32_t Worker::AllocSlot() {
 //     ReturnUnposted  what was not posted goes back to the queue front
 void Worker::PostAll() {
   uint32_t budget = kPostsPerStepMax;
+  // One clock reading for the pass: its rail checks and its posts' times.
+  post_now_ns_ = env_->clock->NowNs();
   // Keys with queued slices, in key order; a key left empty goes idle.
   pending_.Walk([&](const Key& key, PendingQueue& dq, Store::Memo& memo) {
     if (!dq.empty()) PostKey(key, dq, memo, &budget);
@@ -57,7 +59,7 @@ Worker::PendingQueue& Worker::QueueOf(const TaskRoute& route) {
 
 // PostAll's work for one key with queued slices.
 void Worker::PostKey(const Key& key, PendingQueue& dq, Store::Memo& memo, uint32_t* budget) {
-  DropLatched(dq);
+  if (dq.front().route->task->latched().has_value()) DropLatched(dq);
   DropExitedFront(key, dq);
   if (dq.empty()) return;
   Endpoint* ep = Hit(key, *dq.front().route, &memo);
@@ -65,7 +67,7 @@ void Worker::PostKey(const Key& key, PendingQueue& dq, Store::Memo& memo, uint32
     OpenFor(key, dq);
     return;
   }
-  if (ep->state() != EndpointState::kReady || RailPaused(key.first)) return;
+  if (ep->state() != EndpointState::kReady || RailPausedAt(key.first, post_now_ns_)) return;
   if (BoundElsewhere(*ep, *dq.front().route)) {
     // The peer has restarted since this endpoint paired, or the slice's
     // descriptor is older than the endpoint; which one is live only the
@@ -84,10 +86,10 @@ void Worker::PostKey(const Key& key, PendingQueue& dq, Store::Memo& memo, uint32
     rails_[key.first].resume_counted = true;
     ++stats_.rail_resumes;
   }
-  CqQuota& ledger = Ledger(ep->cq());
+  CqQuota& ledger = LedgerOf(*ep);
   if (ledger.ZombieOverCap()) return;
   // A windowed range's slices wait for the peer's WIN on this endpoint.
-  if (!WindowsReady(key, ep, dq)) return;
+  if (dq.front().route->window != 0 && !WindowsReady(key, ep, dq)) return;
   FERRY_CHECK_GT(ep->qps().size(), 0u);
   FERRY_CHECK_LE(ep->qps().size(), kQpsPerEndpointMax);
   // Bounded: every round posts at least one WR (budget) or stops.
@@ -290,7 +292,7 @@ bool Worker::PostQpChain(const Key& key, Endpoint* ep, uint32_t qi, uint32_t n, 
     if ((wrs[j].send_flags & hal::kSendInline) != 0) ++stats_.posted_inline;
     --*budget;
   }
-  if (posted > 0) ep->last_used_ns = env_->clock->NowNs();
+  if (posted > 0) ep->last_used_ns = post_now_ns_;
   if (posted == m) return true;
   // ENOMEM or the QP is gone: the rest are returned, try again next step.
   FERRY_CHECK(ledger.Unreserve(q.qp.get(), m - posted).ok());

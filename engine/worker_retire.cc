@@ -240,14 +240,10 @@ void Worker::ResumeContext(uint32_t ci) {
   // its old CQs' ledgers are needed until its own resume (campaign seed
   // 30030876: they were dropped here, and CQ_ERR recovery found none).
   if (!Mut(base::Mutation::kEngineResumeDropsOtherLedgers)) {
-    for (auto it = quota_context_.begin(); it != quota_context_.end();) {
-      if (it->second != ci) {
-        ++it;
-        continue;
-      }
-      quota_.erase(it->first);
-      it = quota_context_.erase(it);
-    }
+    std::vector<uint64_t> drop;
+    for (const auto& [cq_id, ctx] : quota_context_)
+      if (ctx == ci) drop.push_back(cq_id);
+    for (uint64_t cq_id : drop) DropLedger(cq_id);
   } else {
     // Test-only: the old rule, every ledger but the other contexts' current CQs'.
     std::vector<uint64_t> keep;
@@ -255,21 +251,15 @@ void Worker::ResumeContext(uint32_t ci) {
       if (cj != ci)
         for (uint32_t i = 0; i < env_->contexts[cj]->cqs_per_worker(); ++i)
           keep.push_back(env_->contexts[cj]->cq(id_, i).id);
-    for (auto it = quota_.begin(); it != quota_.end();) {
-      const bool drop = std::find(keep.begin(), keep.end(), it->first) == keep.end();
-      if (drop) quota_context_.erase(it->first);
-      it = drop ? quota_.erase(it) : std::next(it);
-    }
+    std::vector<uint64_t> drop;
+    for (const auto& [cq_id, ledger] : quota_)
+      if (std::find(keep.begin(), keep.end(), cq_id) == keep.end()) drop.push_back(cq_id);
+    for (uint64_t cq_id : drop) DropLedger(cq_id);
   }
   for (auto it = errored_cqs_.begin(); it != errored_cqs_.end();) {
     it = it->second.first == ci ? errored_cqs_.erase(it) : std::next(it);
   }
-  for (uint32_t i = 0; i < c->cqs_per_worker(); ++i) {
-    quota_context_[c->cq(id_, i).id] = ci;
-    quota_[c->cq(id_, i).id] =
-        std::make_unique<CqQuota>(c->cqe_capacity(), cfg_.zombie_quota_max, env_->mutations,
-                                  /*check_every_op=*/base::Mutations::kCompiledIn);
-  }
+  for (uint32_t i = 0; i < c->cqs_per_worker(); ++i) AddLedger(ci, c->cq(id_, i));
   r.parked = false;
   NoteEvent("ctx_resumed", Key{ci, ""}, c->epoch(), 0);
 }
@@ -299,10 +289,8 @@ void Worker::RecoverErroredCqs() {
     auto forgotten = qit->second->ResetForRecreatedCq(c->cqe_capacity());
     FERRY_CHECK(forgotten.ok());
     std::unique_ptr<CqQuota> ledger = std::move(qit->second);
-    quota_.erase(qit);
-    quota_context_.erase(cq_id);
-    quota_context_[fresh.id] = where.first;
-    quota_[fresh.id] = std::move(ledger);
+    DropLedger(cq_id);
+    AddLedger(where.first, fresh.id, std::move(ledger));
     for (hal::QpHandle qp : *forgotten) DetachDestroyed(qp);
     ++stats_.cq_recreated;
     NoteEvent("cq_recreated", Key{where.first, ""}, cq_id, fresh.id);

@@ -68,7 +68,26 @@ class Run {
           return HashOf(Key{c, std::string(p)}, collide);
         }) {
     for (size_t i = 0; i < keys; ++i)
-      all_.push_back(Key{static_cast<uint32_t>(rng_.Below(3)), absl::StrCat("h", rng_.Below(40))});
+      all_.push_back(Key{static_cast<uint32_t>(rng_.Below(3)), AnyPath()});
+  }
+
+  // Paths the walk's order must sort as std::string does: short ones, long
+  // ones sharing their first eight bytes (the prefix compare ties), bytes
+  // >= 0x80 (unsigned order), NULs (a path's own against the padding).
+  std::string AnyPath() {
+    const uint64_t n = rng_.Below(40);
+    switch (rng_.Below(5)) {
+      case 0:
+        return absl::StrCat("h", n);
+      case 1:
+        return absl::StrCat("host-000", n % 7, "/dev", n);
+      case 2:
+        return std::string("h\0", 2) + std::string(n % 3, '\0');
+      case 3:
+        return std::string(1, static_cast<char>(0x7e + n % 4)) + absl::StrCat(n);
+      default:
+        return std::string("abcdefgh", n % 9);
+    }
   }
 
   const Key& AnyKey() { return all_[rng_.Below(all_.size())]; }

@@ -33,7 +33,9 @@ class RequestValidationTest : public ::testing::Test {
   BatchValidation Run(const std::vector<Request>& rs, uint64_t free_slots = 16) {
     return ValidateRequests(
         rs, local_,
-        [this](SegmentHandle h) -> const RangeSet* { return h == kSeg ? &remote_ : nullptr; },
+        [this](SegmentHandle h, size_t) -> const RangeSet* {
+          return h == kSeg ? &remote_ : nullptr;
+        },
         /*request_bytes_max=*/0x2000, free_slots);
   }
   void ExpectOne(const Request& r, absl::StatusCode code, const std::string& what) {
@@ -189,7 +191,9 @@ TEST(ResolvedRangesTest, EachValidRequestNamesItsRegistrationAndBuffer) {
   ASSERT_TRUE(remote.Add(0x10000, 0x1000, /*tag=*/0, rw).ok());
   ASSERT_TRUE(remote.Add(0x20000, 0x2000, /*tag=*/1, rw).ok());
   const SegmentHandle seg{3};
-  auto lookup = [&](SegmentHandle h) -> const RangeSet* { return h == seg ? &remote : nullptr; };
+  auto lookup = [&](SegmentHandle h, size_t) -> const RangeSet* {
+    return h == seg ? &remote : nullptr;
+  };
   const std::vector<Request> rs = {
       {OpKind::kWrite, 0x4010, 0x100, seg, 0x21000},  // second MR, second buffer
       {OpKind::kRead, 0x1000, 0x1000, seg, 0x10000},  // first MR, first buffer, whole
@@ -232,7 +236,9 @@ TEST(RemoteAccessCheck, ReadOnlyRefusesWriteAndWriteOnlyRefusesRead) {
   ASSERT_TRUE(remote.Add(0x10000, 0x1000, 0, static_cast<uint32_t>(RemoteAccess::kRead)).ok());
   ASSERT_TRUE(remote.Add(0x20000, 0x1000, 1, static_cast<uint32_t>(RemoteAccess::kWrite)).ok());
   const SegmentHandle seg{3};
-  auto lookup = [&](SegmentHandle h) -> const RangeSet* { return h == seg ? &remote : nullptr; };
+  auto lookup = [&](SegmentHandle h, size_t) -> const RangeSet* {
+    return h == seg ? &remote : nullptr;
+  };
   const std::vector<Request> rs = {
       {OpKind::kRead, 0x1000, 0x100, seg, 0x10000},   // read from read-only: ok
       {OpKind::kWrite, 0x1000, 0x100, seg, 0x10000},  // write into read-only: refused
