@@ -45,6 +45,7 @@ Worker::Worker(uint32_t id, WorkerEnv* env)
       r.must_reenable = c->Park();
       continue;
     }
+    FERRY_CHECK(env_->contexts[c->index()] == c);  // AddLedger reads the capacity by index
     for (uint32_t i = 0; i < c->cqs_per_worker(); ++i) AddLedger(c->index(), c->cq(id_, i));
   }
 }
