@@ -663,11 +663,7 @@ std::shared_ptr<engine::TaskRoute> EngineImpl::RouteOf(const Request& r, uint32_
                                                        PeerSegment* validated, RouteMemo& memo) {
   // The descriptor held now, stale or not (a refetch in flight does not
   // hold the submit back; see Engine::GetSegmentInfo).
-  if (memo.ps == nullptr || memo.segment != r.segment.id) {
-    memo.ps = validated != nullptr ? validated : segment_index_.at(r.segment.id);
-    memo.segment = r.segment.id;
-  }
-  PeerSegment& ps = *memo.ps;
+  PeerSegment& ps = validated != nullptr ? *validated : *segment_index_.at(r.segment.id);
   const SegmentDescriptor& seg = ps.descriptor;
   engine::TaskGeometry g;
   g.length_bytes = r.length_bytes;

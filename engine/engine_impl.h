@@ -262,11 +262,9 @@ class EngineImpl {
   absl::Status EnableContexts();
   void BuildWorkers();
   void BuildListener();
-  // The last segment and local keys Submit looked up (a batch's requests
-  // mostly share both): valid for one Submit call, under mu_.
+  // The last local keys Submit looked up (a batch's requests mostly share
+  // them): valid for one Submit call, under mu_.
   struct RouteMemo {
-    uint64_t segment = 0;
-    PeerSegment* ps = nullptr;
     uint32_t context = ~0u;
     uint64_t region = 0;
     uint64_t epoch = 0;

@@ -45,8 +45,8 @@ Worker::Worker(uint32_t id, WorkerEnv* env)
       r.must_reenable = c->Park();
       continue;
     }
-    FERRY_CHECK(env_->contexts[c->index()] == c);  // AddLedger reads the capacity by index
-    for (uint32_t i = 0; i < c->cqs_per_worker(); ++i) AddLedger(c->index(), c->cq(id_, i));
+    for (uint32_t i = 0; i < c->cqs_per_worker(); ++i)
+      AddLedger(c->index(), c->cq(id_, i).id, NewLedger(c->cqe_capacity()));
   }
 }
 
@@ -361,11 +361,9 @@ CqQuota& Worker::RefreshLedger(Endpoint& ep) {
   return *ep.ledger;
 }
 
-void Worker::AddLedger(uint32_t ctx, hal::CqHandle cq) {
-  AddLedger(ctx, cq.id,
-            std::make_unique<CqQuota>(env_->contexts[ctx]->cqe_capacity(), cfg_.zombie_quota_max,
-                                      env_->mutations,
-                                      /*check_every_op=*/base::Mutations::kCompiledIn));
+std::unique_ptr<CqQuota> Worker::NewLedger(uint32_t cqe_capacity) const {
+  return std::make_unique<CqQuota>(cqe_capacity, cfg_.zombie_quota_max, env_->mutations,
+                                   /*check_every_op=*/base::Mutations::kCompiledIn);
 }
 
 void Worker::AddLedger(uint32_t ctx, uint64_t cq_id, std::unique_ptr<CqQuota> ledger) {

@@ -477,9 +477,10 @@ class Worker {
     return ep.ledger_epoch == ledger_epoch_ ? *ep.ledger : RefreshLedger(ep);
   }
   CqQuota& RefreshLedger(Endpoint& ep);
+  // A fresh ledger for a CQ of that size.
+  std::unique_ptr<CqQuota> NewLedger(uint32_t cqe_capacity) const;
   // Every change to quota_ and quota_context_ goes through these two (they
-  // advance ledger_epoch_). The first makes a fresh ledger for `cq`.
-  void AddLedger(uint32_t ctx, hal::CqHandle cq);
+  // advance ledger_epoch_).
   void AddLedger(uint32_t ctx, uint64_t cq_id, std::unique_ptr<CqQuota> ledger);
   void DropLedger(uint64_t cq_id);
   std::string NicName(uint32_t ctx) const;

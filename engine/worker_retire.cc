@@ -259,7 +259,8 @@ void Worker::ResumeContext(uint32_t ci) {
   for (auto it = errored_cqs_.begin(); it != errored_cqs_.end();) {
     it = it->second.first == ci ? errored_cqs_.erase(it) : std::next(it);
   }
-  for (uint32_t i = 0; i < c->cqs_per_worker(); ++i) AddLedger(ci, c->cq(id_, i));
+  for (uint32_t i = 0; i < c->cqs_per_worker(); ++i)
+    AddLedger(ci, c->cq(id_, i).id, NewLedger(c->cqe_capacity()));
   r.parked = false;
   NoteEvent("ctx_resumed", Key{ci, ""}, c->epoch(), 0);
 }
