@@ -134,6 +134,9 @@ enum class Mutation : uint32_t {
                                     // stays to be sent again (send_seq behind done_seq)
   kEngineCqOverBudget,              // engine: a new endpoint's CQ is the one whose ledger tracks
                                     // the fewest QPs, past EndpointsPerCq live endpoints
+  kEngineReadyKeyIgnoresCooldown,   // engine: a key whose READY endpoint's rail is paused offers
+                                    // no timer for the cooldown's end (its slices wait for an
+                                    // unrelated wake or their deadline)
   kCount,
 };
 
@@ -310,6 +313,8 @@ inline std::string_view MutationName(Mutation m) {
       return "sim_ack_leaves_send_behind";
     case Mutation::kEngineCqOverBudget:
       return "engine_cq_over_budget";
+    case Mutation::kEngineReadyKeyIgnoresCooldown:
+      return "engine_ready_key_ignores_cooldown";
     case Mutation::kCount:
       break;
   }

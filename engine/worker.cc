@@ -148,6 +148,15 @@ WaitSet Worker::WaitSetNow() {
   auto consider = [&ws](std::optional<uint64_t> t) {
     if (t && (!ws.deadline_ns || *t < *ws.deadline_ns)) ws.deadline_ns = t;
   };
+  // A paused rail with slices waiting on it: a cooldown ends by time; a
+  // port down or a parked context by an event (PORT_ACTIVE through the
+  // inbox; the parked recheck below). Their paused_until_ns may lie in the
+  // past: taking it would spin.
+  auto consider_cooldown = [&](uint32_t ctx) {
+    const Rail& r = rails_[ctx];
+    if ((!r.port_down && !r.parked) || Mut(base::Mutation::kEngineWaitOnPassedCooldown))
+      consider(r.paused_until_ns);
+  };
   // Inbox items this step left (DrainInbox takes at most kInboxDrainMax):
   // their wake was consumed already, so nothing else would end the wait
   // (one Submit of more than 256 requests to one owner wakes it once).
@@ -171,7 +180,14 @@ WaitSet Worker::WaitSetNow() {
     if (dq.empty()) return;
     if (const Endpoint* ep = Peek(key, &memo); ep != nullptr) {
       // Postable: READY, its rail up, a QP with room and CQ quota free.
-      if (ep->state() != EndpointState::kReady || RailPaused(key.first)) return;
+      if (ep->state() != EndpointState::kReady) return;
+      if (RailPaused(key.first)) {
+        // Another endpoint's errors paused the rail under this READY one:
+        // nothing else need wake the owner when the pause ends (found in
+        // review, 2026-12-07; timeout scenario 21).
+        if (!Mut(base::Mutation::kEngineReadyKeyIgnoresCooldown)) consider_cooldown(key.first);
+        return;
+      }
       // Waiting for the peer's windows: the WINREQ resend is the timer (a
       // WIN arrives through the inbox).
       if (std::optional<uint64_t> t = WindowWaitNs(*ep, dq.front())) {
@@ -185,12 +201,7 @@ WaitSet Worker::WaitSetNow() {
       return;
     }
     if (RailPaused(key.first) && !shutdown_) {
-      // A cooldown ends by time; a port down or a parked context by an
-      // event (PORT_ACTIVE through the inbox; the parked recheck below).
-      // Their paused_until_ns may lie in the past: taking it would spin.
-      const Rail& r = rails_[key.first];
-      if ((!r.port_down && !r.parked) || Mut(base::Mutation::kEngineWaitOnPassedCooldown))
-        consider(r.paused_until_ns);
+      consider_cooldown(key.first);
     } else if (StoreHasRoom(key.first) || shutdown_) {
       ws.work_now = true;
     }

@@ -41,6 +41,9 @@ struct ScenarioSpec {
   bool warm_up = true;  // one 16 KiB WRITE at offset 0 before the scenario
   // How owners with WRs outstanding wait (sim/world/engine_runtime.h).
   simworld::WakeModel wake = simworld::WakeModel::kSpin;
+  // Hosts h0..h<hosts-1>; the scenario's segment is h1's (a third host is
+  // a second peer on the same rails).
+  uint32_t hosts = simworld::kHosts;
 };
 
 inline std::string ProfileName(sim::RnicProfile p) { return std::string(sim::RnicProfileName(p)); }
@@ -72,6 +75,7 @@ class Scenario {
     spec_.fabric.profile = spec_.profile;
     simworld::WorldOptions wo;
     wo.wake = spec_.wake;
+    wo.hosts = spec_.hosts;
     w_ = std::make_unique<TwoEngines>(spec_.seed, sim::NetPlan{}, spec_.mutations, spec_.config,
                                       spec_.fabric, wo);
     if (!w_->start_failure().empty()) {

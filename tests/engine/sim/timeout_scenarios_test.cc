@@ -972,6 +972,68 @@ std::string S20InboxLeftAfterStepMeansWorkNow(uint64_t seed, RnicProfile p,
   return sc.Finish();
 }
 
+// ---------------------------------------------------------------- 21
+// A rail paused by one peer's endpoint error, with a request queued toward
+// a second peer whose endpoint on that rail is READY: the owner wakes when
+// the cooldown ends and posts it. Its wait set offered the cooldown's end
+// only to keys without an endpoint (found in review, 2026-12-07), so such
+// slices waited, the owner asleep, for an unrelated wake or their deadline
+// and ended TIMEOUT with the rail long back up. Owners sleep between CQEs
+// (the cqe wake model), one owner holds both keys (one rail), and the first
+// peer's request is canceled once it has paused the rail, so that only the
+// READY key waits. Order: rail_pause, the second request's publish, within
+// 1 ms after the pause's end.
+std::string S21ReadyEndpointWakesAtCooldownEnd(uint64_t seed, RnicProfile p,
+                                               const base::Mutations& m) {
+  constexpr uint64_t kCooldownNs = 5 * kMs;
+  ScenarioSpec spec = Spec(seed, p, m);
+  spec.hosts = 3;
+  spec.config.workers = 1;
+  spec.config.rail_error_threshold = 1;
+  spec.config.rail_cooldown_ns = kCooldownNs;
+  spec.wake = simworld::WakeModel::kCqe;
+  Scenario sc(spec);
+  if (!sc.setup().empty()) return sc.setup();
+  auto seg2 = sc.w().Open(0, 2);
+  if (!seg2.ok()) return "open h2: " + std::string(seg2.status().message());
+  if (Run1(sc.w(), 0, MakeReqTo(sc.w(), 0, 2, *seg2, OpKind::kWrite, 0, 0, 4096)).first !=
+      TaskStatus::kCompleted)
+    return "warm-up toward h2";
+  sc.Mark();
+  // One flush on the QP h1's next WRITE takes: its error pauses the rail.
+  if (std::string f = sc.Arm(sim::FaultKind::kWrFlush, sc.Qpn(sc.NextQp())); !f.empty()) return f;
+  auto first = sc.Submit(OpKind::kWrite, 0, 0, 4096, 3);
+  if (!first.ok()) return "first submit";
+  sc.RunUntil([&] { return sc.At({"rail_pause"}) >= 0; }, 100 * kMs);
+  const int64_t pause = sc.At({"rail_pause"});
+  if (pause < 0) return "no rail_pause";
+  const uint64_t resume_ns = sc.records()[static_cast<size_t>(pause)].time_ns + kCooldownNs;
+  if (!sc.w().Cancel(0, *first).ok()) return "cancel";
+  sc.RunUntilTerminal({*first}, kMs);
+  if (sc.Status(*first) != TaskStatus::kCanceled) return "first ended " + Name(sc.Status(*first));
+  if (sc.w().clock().NowNs() >= resume_ns) return "the pause ended before the second submit";
+  Fill(sc.w(), 0, 8192, 4096, 5);
+  auto batch = sc.e().AllocateBatch(1);
+  if (!batch.ok()) return "batch";
+  SubmitResult sr =
+      sc.w().Submit(0, *batch, {MakeReqTo(sc.w(), 0, 2, *seg2, OpKind::kWrite, 8192, 8192, 4096)});
+  if (!sr.status.ok()) return "second submit";
+  const TaskId second = sr.tasks[0];
+  sc.RunUntilTerminal({second}, 2 * sc.config().slice_timeout_ns);
+  FERRY_SCENARIO_CHECK(sc);
+  const uint64_t at = sc.PublishNs(second);
+  if (sc.Status(second) != TaskStatus::kCompleted || at > resume_ns + kMs)
+    return absl::StrCat("asleep through the cooldown's end: the READY peer's request ended ",
+                        Name(sc.Status(second)), " ",
+                        at >= resume_ns ? absl::StrCat((at - resume_ns) / 1000, " us") : "never",
+                        " after the rail resumed");
+  if (at < resume_ns) return "published while the rail was paused";
+  if (!Holds(sc.w(), 2, 8192, 4096, 5)) return "the second WRITE's bytes did not land";
+  if (std::string o = sc.InOrder({{"rail_pause"}, Scenario::Publish(sc.Label(second))}); !o.empty())
+    return o;
+  return sc.Finish();
+}
+
 // ================================================================ tests
 class Timeout : public ::testing::TestWithParam<RnicProfile> {};
 INSTANTIATE_TEST_SUITE_P(Profiles, Timeout,
@@ -1006,6 +1068,7 @@ FERRY_TIMEOUT_SCENARIO(S16LandedWriteEndsTimeout, S16LandedWriteEndsTimeout)
 FERRY_TIMEOUT_SCENARIO(S17InnocentFlushCostsNoBudget, S17InnocentFlushCostsNoBudget)
 FERRY_TIMEOUT_SCENARIO(S19PortDownWaitsWithoutSpinning, S19PortDownWaitsWithoutSpinning)
 FERRY_TIMEOUT_SCENARIO(S20InboxLeftAfterStepMeansWorkNow, S20InboxLeftAfterStepMeansWorkNow)
+FERRY_TIMEOUT_SCENARIO(S21ReadyEndpointWakesAtCooldownEnd, S21ReadyEndpointWakesAtCooldownEnd)
 
 TEST_P(Timeout, S13CancelAgainstTimeoutBothOrders) {
   for (uint64_t s = 1; s <= kSeeds; ++s) {
@@ -1173,6 +1236,16 @@ TEST_P(TimeoutMutation, InboxLeftNoWorkScenario20) {
 
 // engine_give_up_not_a_timer: with owners asleep until a CQE the give-up
 // comes at the next destroy backoff, past the documented bound.
+// engine_ready_key_ignores_cooldown: the READY peer's request sleeps
+// through the rail's resume until the wake its deadline asks for (it then
+// completes, about 2 s late, just inside its 2 s timeout).
+TEST_P(TimeoutMutation, ReadyKeyIgnoresCooldownScenario21) {
+  EXPECT_THAT(S21ReadyEndpointWakesAtCooldownEnd(
+                  1, GetParam(), With(base::Mutation::kEngineReadyKeyIgnoresCooldown)),
+              AllOf(HasSubstr("asleep through the cooldown's end: the READY peer's request ended "),
+                    HasSubstr(" us after the rail resumed")));
+}
+
 TEST_P(TimeoutMutation, GiveUpNotATimerPassesTheBoundScenario18) {
   uint64_t took = 0;
   EXPECT_THAT(S18TimeToTerminal(1, GetParam(), Path::kGiveUp, &took, simworld::WakeModel::kCqe,
