@@ -1,7 +1,8 @@
 #!/bin/bash
 # exit_codes.sh: run-in-vm returns the command's exit code (0, 3, 77, and 127
 # for a command that does not exist), rejects bad usage before booting, and
-# boots once more when QEMU dies before the guest reports.
+# boots once more when QEMU dies before the guest reports or a TCG guest does
+# not report within its boot deadline.
 #
 # Must stay true: each case boots its own VM (the code must cross the VM
 # boundary, not come from the host); 77 must arrive as 77 although meson would
@@ -43,4 +44,17 @@ grep -q 'ended without reporting (qemu_failed)' err || { show err; fail "QEMU fa
 [[ ! -e runs ]] || fail "QEMU failing twice: the command ran"
 unset FERRY_SOFTROCE_ACCEL FERRY_SOFTROCE_TEST_QEMU_FAILS
 note "QEMU dying at boot: once -> booted again, command ran once; twice -> 125"
+# A TCG guest that never reports within its boot deadline (its CPUs never
+# started) is booted once more; the command still runs exactly once. (A
+# real TCG boot takes 5-15 s here: the deadline must leave it room.)
+export FERRY_SOFTROCE_ACCEL=tcg FERRY_SOFTROCE_TEST_BOOT_HANGS=1 FERRY_SOFTROCE_TCG_BOOT_DEADLINE=30
+rm -f runs
+run_vm out err --timeout 300 sh -c 'echo ran >>runs; exit 6'
+[[ $RC == 6 ]] || { show out err; fail "boot hanging once: want the command's 6, got $RC"; }
+[[ $(grep -c 'did not report booted within 30 s; booting once more' err) == 1 ]] ||
+  { show err; fail "boot hanging once: no single 'did not report booted ... booting once more' line"; }
+[[ $(wc -l <runs) == 1 ]] || fail "boot hanging once: the command ran $(wc -l <runs) times, want 1"
+rm -f runs
+unset FERRY_SOFTROCE_ACCEL FERRY_SOFTROCE_TEST_BOOT_HANGS FERRY_SOFTROCE_TCG_BOOT_DEADLINE
+note "boot hanging once -> booted again after the deadline, command ran once"
 echo "PASS exit_codes"
