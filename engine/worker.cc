@@ -182,9 +182,9 @@ WaitSet Worker::WaitSetNow() {
       // Postable: READY, its rail up, a QP with room and CQ quota free.
       if (ep->state() != EndpointState::kReady) return;
       if (RailPaused(key.first)) {
-        // Another endpoint's errors paused the rail under this READY one:
-        // nothing else need wake the owner when the pause ends (found in
-        // review, 2026-12-07; timeout scenario 21).
+        // Another endpoint's errors can pause the rail under this READY
+        // one, and then nothing else may wake the owner when the pause ends
+        // (found in review, 2026-12-07; timeout scenario S21).
         if (!Mut(base::Mutation::kEngineReadyKeyIgnoresCooldown)) consider_cooldown(key.first);
         return;
       }
