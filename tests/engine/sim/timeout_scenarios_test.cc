@@ -978,11 +978,12 @@ std::string S20InboxLeftAfterStepMeansWorkNow(uint64_t seed, RnicProfile p,
 // the cooldown ends and posts it. Its wait set offered the cooldown's end
 // only to keys without an endpoint (found in review, 2026-12-07), so such
 // slices waited, the owner asleep, for an unrelated wake or their deadline
-// and ended TIMEOUT with the rail long back up. Owners sleep between CQEs
-// (the cqe wake model), one owner holds both keys (one rail), and the first
-// peer's request is canceled once it has paused the rail, so that only the
-// READY key waits. Order: rail_pause, the second request's publish, within
-// 1 ms after the pause's end.
+// (here: completed 2 s late, just inside the timeout, the rail long back
+// up). Owners sleep between CQEs (the cqe wake model), one owner holds
+// both keys (one rail), and the first peer's request is canceled once it
+// has paused the rail, so that only the READY key waits. Order:
+// rail_pause, the second request's publish, within 1 ms after the pause's
+// end.
 std::string S21ReadyEndpointWakesAtCooldownEnd(uint64_t seed, RnicProfile p,
                                                const base::Mutations& m) {
   constexpr uint64_t kCooldownNs = 5 * kMs;
@@ -1234,8 +1235,6 @@ TEST_P(TimeoutMutation, InboxLeftNoWorkScenario20) {
               StartsWith("inbox items left (44) but the wait set does not ask for another step"));
 }
 
-// engine_give_up_not_a_timer: with owners asleep until a CQE the give-up
-// comes at the next destroy backoff, past the documented bound.
 // engine_ready_key_ignores_cooldown: the READY peer's request sleeps
 // through the rail's resume until the wake its deadline asks for (it then
 // completes, about 2 s late, just inside its 2 s timeout).
@@ -1246,6 +1245,8 @@ TEST_P(TimeoutMutation, ReadyKeyIgnoresCooldownScenario21) {
                     HasSubstr(" us after the rail resumed")));
 }
 
+// engine_give_up_not_a_timer: with owners asleep until a CQE the give-up
+// comes at the next destroy backoff, past the documented bound.
 TEST_P(TimeoutMutation, GiveUpNotATimerPassesTheBoundScenario18) {
   uint64_t took = 0;
   EXPECT_THAT(S18TimeToTerminal(1, GetParam(), Path::kGiveUp, &took, simworld::WakeModel::kCqe,
