@@ -137,6 +137,9 @@ enum class Mutation : uint32_t {
   kEngineReadyKeyIgnoresCooldown,   // engine: a key whose READY endpoint's rail is paused offers
                                     // no timer for the cooldown's end (its slices wait for an
                                     // unrelated wake or their deadline)
+  kEngineWaitIgnoresDroppable,      // engine: a key whose front slice PostKey would drop
+                                    // (latched, or bound to an exited peer process) asks for
+                                    // no step (a timed-out task publishes at the next wake)
   kCount,
 };
 
@@ -315,6 +318,8 @@ inline std::string_view MutationName(Mutation m) {
       return "engine_cq_over_budget";
     case Mutation::kEngineReadyKeyIgnoresCooldown:
       return "engine_ready_key_ignores_cooldown";
+    case Mutation::kEngineWaitIgnoresDroppable:
+      return "engine_wait_ignores_droppable";
     case Mutation::kCount:
       break;
   }

@@ -178,6 +178,10 @@ WaitSet Worker::WaitSetNow() {
   // are taken).
   pending_.ForEachListed([&](const Key& key, const PendingQueue& dq, Store::Memo& memo) {
     if (dq.empty()) return;
+    if (FrontDroppable(key, dq) && !Mut(base::Mutation::kEngineWaitIgnoresDroppable)) {
+      ws.work_now = true;
+      return;
+    }
     if (const Endpoint* ep = Peek(key, &memo); ep != nullptr) {
       // Postable: READY, its rail up, a QP with room and CQ quota free.
       if (ep->state() != EndpointState::kReady) return;

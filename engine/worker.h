@@ -338,6 +338,12 @@ class Worker {
   // Fails the queue's front slices bound to an incarnation of the peer
   // that refused a REQ as not its own (exited_).
   void DropExitedFront(const Key& key, PendingQueue& dq);
+  // Would PostKey's first acts (DropLatched, DropExitedFront) take the
+  // queue's front slice? The wait set's answer for such a key is "now": a
+  // timeout or cancel applied after this step's PostAll leaves latched
+  // slices queued, and dropping them can publish a task or leave an
+  // endpoint idle, so evictable (found by the sweep's probe wakes).
+  bool FrontDroppable(const Key& key, const PendingQueue& dq) const;
   // True when `route`'s rkeys belong to another incarnation of the peer
   // than the one `ep` paired with (C6: never posted on it).
   bool BoundElsewhere(const Endpoint& ep, const TaskRoute& route) const;

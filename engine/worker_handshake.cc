@@ -631,6 +631,17 @@ void Worker::FailOtherIncarnation(const Pending& p) {
     env_->remote_access_error(id_, p.route->segment, p.route->segment_version);
 }
 
+bool Worker::FrontDroppable(const Key& key, const PendingQueue& dq) const {
+  FERRY_CHECK(!dq.empty());
+  const TaskRoute& front = *dq.front().route;
+  if (front.task->latched().has_value() && !Mut(base::Mutation::kEngineC2RepostLatched))
+    return true;
+  if (exited_.empty()) return false;
+  auto it = exited_.find(key);
+  return it != exited_.end() && std::find(it->second.begin(), it->second.end(),
+                                          front.peer_incarnation) != it->second.end();
+}
+
 void Worker::DropExitedFront(const Key& key, PendingQueue& dq) {
   if (exited_.empty()) return;
   auto it = exited_.find(key);

@@ -2,8 +2,10 @@
 // (see engine_runtime.h).
 #include "sim/world/engine_runtime.h"
 
+#include <algorithm>
 #include <span>
 
+#include "absl/strings/str_cat.h"
 #include "base/check.h"
 #include "base/fnv1a.h"
 
@@ -18,6 +20,9 @@ namespace {
 constexpr uint64_t kWorkerStepNs = 500;
 constexpr uint64_t kListenerStepNs = 200;
 constexpr uint64_t kAsyncPeriodNs = 1'000'000;
+// A probe step's work is a lost wake-up only when the wait set's own timer
+// was further away than this (see WorkerActor::Judge).
+constexpr uint64_t kProbeSlackNs = 100'000;
 }  // namespace
 
 void SimObserver::OnEvent(uint32_t worker, std::string_view kind, std::string_view key, uint64_t a,
@@ -64,6 +69,39 @@ class SimRuntime::WorkerActor final : public sim::Actor {
   std::string_view name() const override { return name_; }
   bool Runnable() override {
     if (rt_->dead_) return false;
+    return Due() || (probe_at_ns_ && *probe_at_ns_ <= rt_->fabric_->NowNs());
+  }
+  uint64_t Step() override {
+    // Stepped for the probe alone: its wait set asked for nothing now.
+    const bool probe = !Due();
+    const uint64_t posted_before = rt_->engine_->StatsOf(w_).posted;
+    const size_t records_before = rt_->observer_ ? rt_->observer_->records().size() : 0;
+    const WaitSet slept_on = probe ? ws_ : WaitSet{};
+    probe_at_ns_.reset();
+    first_ = false;
+    PhaseOrder order = kDefaultPhases;
+    rt_->prng_.Shuffle(std::span<Phase>(order.data(), order.size()));
+    rt_->fabric_->set_current_actor(rt_->first_actor_ + w_);
+    ws_ = rt_->engine_->StepWorker(w_, order);
+    rt_->fabric_->set_current_actor(0);
+    if (rt_->probes_ != nullptr) {
+      if (probe) Judge(slept_on, rt_->engine_->StatsOf(w_).posted - posted_before, records_before);
+      if (!Due()) Sleep();
+    }
+    return kWorkerStepNs;
+  }
+  std::optional<uint64_t> NextWakeNs() override {
+    if (rt_->dead_) return std::nullopt;
+    if (!probe_at_ns_) return ws_.deadline_ns;
+    return ws_.deadline_ns ? std::min(*ws_.deadline_ns, *probe_at_ns_) : *probe_at_ns_;
+  }
+  bool HasWork() override {
+    return !rt_->dead_ && (ws_.poll_now || rt_->engine_->InboxSize(w_) > 0);
+  }
+
+ private:
+  // The wait set (and the first step) make a step due now.
+  bool Due() {
     if (ws_.work_now || ws_.poll_empty || first_) return true;
     if (ws_.poll_now && rt_->wake_ == WakeModel::kSpin) return true;
     if (ws_.deadline_ns && *ws_.deadline_ns <= rt_->fabric_->NowNs()) return true;
@@ -72,29 +110,49 @@ class SimRuntime::WorkerActor final : public sim::Actor {
     // receive WRs do under both models (a peer's SEND completes them).
     return (ws_.poll_now || ws_.recv_posted) && rt_->fabric_->OwnerCqReady(rt_->first_actor_ + w_);
   }
-  uint64_t Step() override {
-    first_ = false;
-    PhaseOrder order = kDefaultPhases;
-    rt_->prng_.Shuffle(std::span<Phase>(order.data(), order.size()));
-    rt_->fabric_->set_current_actor(rt_->first_actor_ + w_);
-    ws_ = rt_->engine_->StepWorker(w_, order);
-    rt_->fabric_->set_current_actor(0);
-    return kWorkerStepNs;
+  // The step ended asleep: a probe wake at a drawn later time, with
+  // probability 1/2, from 1 us to about 0.26 s (log-uniform, so the short
+  // timers of a rail's cooldown and the long ones of a task's deadline are
+  // both crossed).
+  void Sleep() {
+    sim::Prng& p = rt_->probe_prng_;
+    slept_at_ns_ = rt_->fabric_->NowNs();
+    if (!p.Chance(sim::Ratio{1, 2})) return;
+    const uint64_t scale_ns = uint64_t{1000} << p.Below(18);
+    probe_at_ns_ = slept_at_ns_ + scale_ns + p.Below(scale_ns);
   }
-  std::optional<uint64_t> NextWakeNs() override {
-    if (rt_->dead_) return std::nullopt;
-    return ws_.deadline_ns;
-  }
-  bool HasWork() override {
-    return !rt_->dead_ && (ws_.poll_now || rt_->engine_->InboxSize(w_) > 0);
+  // A probe step posted `posted` WRs; records from `records_before` on
+  // are its events.
+  void Judge(const WaitSet& slept_on, uint64_t posted, size_t records_before) {
+    WakeProbes& w = *rt_->probes_;
+    ++w.probes;
+    std::string events;
+    if (const SimObserver* o = rt_->observer_; o != nullptr) {
+      for (size_t i = records_before; i < o->records().size(); ++i)
+        absl::StrAppend(&events, events.empty() ? "" : " ", o->records()[i].kind);
+    }
+    if (posted == 0 && events.empty()) return;
+    // Work the owner's own timer would have found within the slack is a
+    // short poll by design (a parked context's re-enable by another owner
+    // is looked for every 100 us: kParkedRecheckNs), not a lost wake-up.
+    const uint64_t now = rt_->fabric_->NowNs();
+    if (slept_on.deadline_ns && *slept_on.deadline_ns <= now + kProbeSlackNs) return;
+    if (++w.lost > 1) return;
+    w.first = absl::StrCat(
+        "lost wake-up: ", rt_->observer_ != nullptr ? rt_->observer_->tag() : "engine", " worker ",
+        w_, " asleep since ", slept_at_ns_, " ns, stepped by a probe wake at ", now, " ns, posted ",
+        posted, " WR(s) and recorded [", events, "]; its wait set: timer ",
+        slept_on.deadline_ns ? absl::StrCat(*slept_on.deadline_ns, " ns") : std::string("none"),
+        ", WRs outstanding ", slept_on.poll_now ? "yes" : "no");
   }
 
- private:
   SimRuntime* rt_;
   uint32_t w_;
   std::string name_;
   WaitSet ws_;
   bool first_ = true;
+  std::optional<uint64_t> probe_at_ns_;  // probe wakes only
+  uint64_t slept_at_ns_ = 0;
 };
 
 class SimRuntime::ListenerActor final : public sim::Actor {
@@ -149,14 +207,17 @@ std::string_view WakeModelName(WakeModel w) { return w == WakeModel::kSpin ? "sp
 
 SimRuntime::SimRuntime(SteppedEngine* engine, sim::Fabric* fabric, sim::SimControlNet* net,
                        SimObserver* observer, uint32_t first_actor_id, sim::Prng prng,
-                       WakeModel wake)
+                       WakeModel wake, WakeProbes* probes)
     : engine_(engine),
       fabric_(fabric),
       net_(net),
       first_actor_(first_actor_id),
       prng_(std::move(prng)),
-      wake_(wake) {
-  (void)observer;
+      wake_(wake),
+      probes_(probes),
+      probe_prng_(0),
+      observer_(observer) {
+  if (probes_ != nullptr) probe_prng_ = prng_.Fork();
   const uint32_t workers = engine_->worker_count();
   for (uint32_t w = 0; w < workers; ++w)
     for (hal::CqHandle cq : engine_->WorkerCqs(w))

@@ -111,12 +111,31 @@ class SimObserver final : public LifecycleObserver {
 enum class WakeModel : uint8_t { kSpin, kCqe };
 std::string_view WakeModelName(WakeModel w);
 
+// Probe wakes, the sweep's judge of lost wake-ups (docs/simulator.md, "Lost
+// wake-ups"). A worker that ends a step asleep (not Runnable: its wait set
+// asks for nothing now) is, with probability 1/2, stepped once more at a
+// drawn later time although nothing woke it: a spurious wake, which a real
+// owner's completion channel or eventfd may deliver at any time. Such a
+// step must find nothing to post: work that became postable while the owner
+// slept, with no event and no timer of its wait set to say so, waits for an
+// unrelated wake or its task's deadline (session 35's cooldown bug); so
+// must a timer's work (a destroy give-up) whose timer is missing. A probe
+// step that posts a WR or records a lifecycle event (a retire, a give-up,
+// a publish) is recorded here and fails the run.
+struct WakeProbes {
+  uint64_t probes = 0;  // probe steps taken
+  uint64_t lost = 0;    // of them, steps that posted a WR or recorded an event
+  std::string first;    // the first lost wake-up, described
+};
+
 class SimRuntime {
  public:
   // Actor ids first_actor_id .. +workers+1 (workers, listener, async).
+  // `probes` non-null turns probe wakes on (they draw from a stream of
+  // their own, seeded from `prng` then, so runs without them are as before).
   SimRuntime(SteppedEngine* engine, sim::Fabric* fabric, sim::SimControlNet* net,
              SimObserver* observer, uint32_t first_actor_id, sim::Prng prng,
-             WakeModel wake = WakeModel::kSpin);
+             WakeModel wake = WakeModel::kSpin, WakeProbes* probes = nullptr);
   ~SimRuntime();
   void AddTo(sim::Scheduler* scheduler);
   // Restarts the phase-permutation stream from `seed`.
@@ -146,6 +165,11 @@ class SimRuntime {
   uint32_t first_actor_;
   sim::Prng prng_;
   WakeModel wake_;
+  // nullptr: no probe wakes (the default; every run found before them
+  // replays). Else the world's record, and the probes' own draws.
+  WakeProbes* probes_;
+  sim::Prng probe_prng_;
+  SimObserver* observer_;  // nullptr when the engine has none
   bool dead_ = false;
   std::vector<std::unique_ptr<sim::Actor>> actors_;
 };

@@ -105,6 +105,7 @@ class Run {
     wo.buf_bytes = layout_.bytes;
     wo.steps_max = o_.steps_max;
     wo.wake = o_.wake;
+    wo.wake_probes = o_.wake_probes;
     if (shape_.revocable && o_.windows) {
       MemoryOptions m;
       m.revocable = true;
@@ -115,7 +116,7 @@ class Run {
     if (!o_.cq_spread) config.cqs_per_worker = 1;
     if (o_.notify) EnableNotify(&config);
     w_ = std::make_unique<TwoEngines>(seed_, plan_.world.net, o_.mutations, config, fc, wo);
-    Verdict(Body());
+    Verdict(WithWakeProbes(Body()));
     Collect();
   }
 
@@ -733,6 +734,15 @@ class Run {
     cls_ = FailureClass::kLiveness;
     return m;
   }
+  // A lost wake-up fails a run that kept every other contract (liveness: the
+  // work waited for an unrelated wake); beside another failure it is named
+  // as a lead.
+  std::string WithWakeProbes(std::string m) {
+    const WakeProbes& p = w_->wake_probes();
+    if (p.lost == 0) return m;
+    if (m.empty()) return Live(absl::StrCat(p.first, " (", p.lost, " of ", p.probes, " probes)"));
+    return absl::StrCat(m, " (and ", p.first, ")");
+  }
   void Verdict(std::string m) {
     // A safety violation seen by the oracle wins over whatever stopped the run.
     if (cls_ == FailureClass::kLiveness) {
@@ -749,6 +759,8 @@ class Run {
     CollectReport(*w_, plan_, o_.trace_record_max, r_);
     if (random_) r_->probes["world.remote_waits"] = r_->remote_waits;
     r_->probes["world.open_retries"] = r_->open_retries;
+    r_->wake_probes = w_->wake_probes().probes;
+    r_->lost_wakeups = w_->wake_probes().lost;
   }
 
   uint64_t seed_;

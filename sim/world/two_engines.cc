@@ -143,6 +143,7 @@ TwoEngines::TwoEngines(uint64_t seed, sim::NetPlan plan, const base::Mutations& 
       devices_per_host_(options.devices_per_host),
       steps_max_(options.steps_max),
       wake_(options.wake),
+      wake_probes_on_(options.wake_probes),
       observe_engines_(options.observe_engines),
       hosts_(options.hosts),
       last_timeout_(options.hosts, -1),
@@ -231,7 +232,8 @@ absl::Status TwoEngines::Start(uint32_t h) {
     }
     hs.engine = std::move(*e);
     hs.rt = std::make_unique<SimRuntime>(hs.engine.get(), &fabric_, hs.net.get(), hs.obs.get(),
-                                         base, root_.Fork(), wake_);
+                                         base, root_.Fork(), wake_,
+                                         wake_probes_on_ ? &wake_probes_ : nullptr);
     hs.registered = false;
   }
   if (!hs.registered) {

@@ -169,6 +169,10 @@ struct WorldOptions {
   uint64_t steps_max = 5'000'000;  // scheduler steps of one RunUntil
   // How an owner with WRs outstanding waits (engine_runtime.h, WakeModel).
   WakeModel wake = WakeModel::kSpin;
+  // Probe wakes (engine_runtime.h, WakeProbes): an asleep worker is
+  // stepped at drawn times and must find nothing to post. Off: every run
+  // found before them replays.
+  bool wake_probes = false;
   // Per host: its engine's AuthConfig (instead of the config's) and how its
   // buffer is registered (docs/security.md; the security scenarios).
   std::map<uint32_t, AuthConfig> host_auth;
@@ -345,6 +349,8 @@ class TwoEngines {
   uint32_t host_count() const { return static_cast<uint32_t>(hosts_.size()); }
   uint32_t devices_per_host() const { return devices_per_host_; }
   sim::Fabric& fabric() { return fabric_; }
+  // Probe wakes taken and lost wake-ups found (all zero when off).
+  const WakeProbes& wake_probes() const { return wake_probes_; }
   sim::SimNetwork& net() { return net_; }
   sim::VirtualClock& clock() { return clock_; }
   sim::Scheduler& scheduler() { return sched_; }
@@ -397,6 +403,8 @@ class TwoEngines {
   uint32_t devices_per_host_ = 1;
   uint64_t steps_max_ = 5'000'000;
   WakeModel wake_ = WakeModel::kSpin;
+  bool wake_probes_on_ = false;
+  WakeProbes wake_probes_;  // every incarnation's runtime records here
   bool observe_engines_ = true;
   std::vector<HostState> hosts_;  // sized once at construction (slots point into it)
   std::vector<std::unique_ptr<SlotActor>> slots_;

@@ -78,6 +78,12 @@ oracle on after every step, one seeded world and fault plan per seed.
                      a CQE is there (an owner asleep on its completion
                      channels); spin: at every step (the model before
                      session 11; part of the replay key)
+  --wake-probes on|off
+                     on (default): a worker asleep is stepped at drawn
+                     times (a spurious wake) and must find nothing to post;
+                     one that posts fails the run as a lost wake-up; off:
+                     never (replays a seed found before them, session 36;
+                     part of the replay key)
   --notify on|off    off (default); on: engines take notifications and every
                      new batch carries one, judged at delivery (N1-N3) and
                      at the end (N5); part of the replay key
@@ -247,6 +253,9 @@ std::string ParseArgs(int argc, char** argv, Args* a, bool* help) {
     } else if (arg == "--notify") {
       if (!value(&v) || (v != "on" && v != "off")) return "--notify needs on or off";
       a->notify = v == "on";
+    } else if (arg == "--wake-probes") {
+      if (!value(&v) || (v != "on" && v != "off")) return "--wake-probes needs on or off";
+      a->wake_probes = v == "on";
     } else if (arg == "--read-depth") {
       if (!value(&v) || (v != "on" && v != "off")) return "--read-depth needs on or off";
       a->read_depth = v == "on";

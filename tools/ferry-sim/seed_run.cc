@@ -102,6 +102,7 @@ simworld::SwarmOptions OptionsOf(const Args& a) {
   o.read_depth = a.read_depth;
   o.cq_spread = a.cq_spread;
   o.notify = a.notify;
+  o.wake_probes = a.wake_probes;
   return o;
 }
 
@@ -123,6 +124,7 @@ std::string ReplayCommand(const char* argv0, const Args& a, uint64_t seed) {
   if (!a.read_depth) absl::StrAppend(&cmd, " --read-depth off");
   if (!a.cq_spread) absl::StrAppend(&cmd, " --cq-spread off");
   if (a.notify) absl::StrAppend(&cmd, " --notify on");
+  if (!a.wake_probes) absl::StrAppend(&cmd, " --wake-probes off");
   return cmd;
 }
 
@@ -191,6 +193,7 @@ std::string Serialize(const SeedResult& r) {
   PutField(&out, "hash", absl::StrCat(r.report.trace_hash));
   PutField(&out, "entries", absl::StrCat(r.report.trace_entries));
   PutField(&out, "end", absl::StrCat(r.report.end_ns));
+  PutField(&out, "wake", absl::StrCat(r.report.wake_probes, " ", r.report.lost_wakeups));
   PutField(
       &out, "shape",
       absl::StrCat(r.report.shape.hosts, " ", r.report.shape.nics, " ", r.report.shape.workers));
@@ -231,6 +234,11 @@ bool Deserialize(std::string_view in, uint64_t seed, SeedResult* r) {
   (void)ParseU64(fields["hash"], &r->report.trace_hash);
   (void)ParseU64(fields["entries"], &r->report.trace_entries);
   (void)ParseU64(fields["end"], &r->report.end_ns);
+  std::vector<absl::string_view> wake = absl::StrSplit(fields["wake"], ' ', absl::SkipEmpty());
+  if (wake.size() == 2) {
+    (void)absl::SimpleAtoi(wake[0], &r->report.wake_probes);
+    (void)absl::SimpleAtoi(wake[1], &r->report.lost_wakeups);
+  }
   std::vector<absl::string_view> shape = absl::StrSplit(fields["shape"], ' ', absl::SkipEmpty());
   if (shape.size() == 3) {
     (void)absl::SimpleAtoi(shape[0], &r->report.shape.hosts);

@@ -70,6 +70,9 @@ struct Args {
   bool cq_spread = true;
   // --notify on: every new batch carries a notification (SwarmOptions::notify).
   bool notify = false;
+  // --wake-probes off: no probe wakes (replays a seed found before them;
+  // SwarmOptions::wake_probes).
+  bool wake_probes = true;
   uint32_t jobs = 1;
   uint32_t shard_index = 0, shard_count = 1;
   uint64_t time_budget_s = 0;  // 0: none

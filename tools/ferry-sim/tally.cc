@@ -133,6 +133,7 @@ std::string JsonlLine(const Args& a, const SeedResult& r) {
   j["profile"] = std::string(simworld::WorldProfileName(a.profile));
   j["families"] = a.families.ToString();
   j["wake"] = std::string(simworld::WakeModelName(a.wake));
+  j["wake_probes"] = rep.wake_probes;
   if (!a.mutation_name.empty()) j["mutation"] = a.mutation_name;
   j["hosts"] = rep.shape.hosts;
   j["nics_per_host"] = rep.shape.nics;
