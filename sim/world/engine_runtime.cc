@@ -126,10 +126,17 @@ class SimRuntime::WorkerActor final : public sim::Actor {
   void Judge(const WaitSet& slept_on, uint64_t posted, size_t records_before) {
     WakeProbes& w = *rt_->probes_;
     ++w.probes;
+    // The step's event kinds in order, a run of one kind as "kind xN".
     std::string events;
     if (const SimObserver* o = rt_->observer_; o != nullptr) {
-      for (size_t i = records_before; i < o->records().size(); ++i)
-        absl::StrAppend(&events, events.empty() ? "" : " ", o->records()[i].kind);
+      const std::vector<LifecycleRecord>& recs = o->records();
+      for (size_t i = records_before; i < recs.size();) {
+        size_t j = i + 1;
+        while (j < recs.size() && recs[j].kind == recs[i].kind) ++j;
+        absl::StrAppend(&events, events.empty() ? "" : " ", recs[i].kind);
+        if (j - i > 1) absl::StrAppend(&events, " x", j - i);
+        i = j;
+      }
     }
     if (posted == 0 && events.empty()) return;
     // Work the owner's own timer would have found within the slack is a

@@ -8,6 +8,7 @@
 // What must stay true: a canary is caught by the sweep's own judges (oracle,
 // fabric violations, bytes, liveness, crash checks) with no hint of which
 // switch is on; the list below is the set docs/simulator.md promises.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -23,6 +24,9 @@ struct Canary {
   base::Mutation mutation;
   std::string_view what;
   bool notify = false;  // swept with --notify on (and only then)
+  // A rare interleaving: the sweep runs at least this many seeds for it
+  // (from the range's first) when the range is shorter.
+  uint64_t seeds_min = 0;
 };
 
 // The bugs a campaign must find on its own (issue 18's list first, then in
@@ -45,6 +49,10 @@ constexpr Canary kCanaries[] = {
     {base::Mutation::kEngineEvictBusyAsIdle, "a busy endpoint evicted as idle"},
     {base::Mutation::kEngineC8SkipValidation, "C8 a refused batch enqueues its valid prefix"},
     {base::Mutation::kEngineC7DropFailedBringUp, "C7 a NIC whose bring-up failed is dropped"},
+    // Lost wake-ups, judged by the probe wakes (session 36).
+    {base::Mutation::kEngineWaitIgnoresDroppable, "asleep with droppable slices queued"},
+    {base::Mutation::kEngineReadyKeyIgnoresCooldown, "asleep through a READY key's cooldown", false,
+     1000},
     // Notifications (ferry-sim-mut --canaries --notify on).
     {base::Mutation::kEngineNotifyBeforeData, "N1 a notification sent before its data", true},
     {base::Mutation::kEngineNotifyOnFailedBatch, "N2 a failed Submit's notification sent", true},
@@ -75,12 +83,13 @@ int Canaries(const char* argv0, const Args& a) {
     run.mutations.Enable(c.mutation);
 #endif
     run.mutation_name = std::string(base::MutationName(c.mutation));
+    if (c.seeds_min > 0) run.last = std::max(run.last, a.first + c.seeds_min - 1);
     ForkPool pool(run);
     uint64_t next = a.first;
     std::optional<SeedResult> caught;
     uint64_t ran = 0;
     while (!caught) {
-      while (next <= a.last && pool.in_flight() < a.jobs) pool.Start(next++);
+      while (next <= run.last && pool.in_flight() < a.jobs) pool.Start(next++);
       std::optional<SeedResult> r = pool.Next();
       if (!r) break;
       ++ran;

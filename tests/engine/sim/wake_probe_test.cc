@@ -102,6 +102,20 @@ TEST(WakeProbesMutation, WaitIgnoresDroppableSeed470) {
   EXPECT_THAT(r.message, HasSubstr("recorded [ep_retire qp_destroyed]"));
 }
 
+// Session 35's cooldown bug (timeout scenario S21), found by the sweep on
+// its own: one peer's errors paused a rail under another peer's READY
+// endpoint with slices queued, and the owner slept past the cooldown's end
+// until its next timer (28 ms later).
+TEST(WakeProbesMutation, ReadyKeyIgnoresCooldownSeed409) {
+  if (!base::Mutations::kCompiledIn) GTEST_SKIP() << "needs a FERRY_MUTATIONS build";
+  const simworld::SwarmReport r = RunProbed(409, base::Mutation::kEngineReadyKeyIgnoresCooldown);
+  EXPECT_EQ(r.failure, simworld::FailureClass::kLiveness) << r.message;
+  EXPECT_THAT(r.message, StartsWith("lost wake-up: h2:1000 worker 0 asleep since 4018249 ns, "
+                                    "stepped by a probe wake at 4155551 ns, posted 6 WR(s) "
+                                    "and recorded [post x6]; its wait set: timer 32043900 ns"));
+  EXPECT_EQ(RunProbed(409).failure, simworld::FailureClass::kNone);
+}
+
 // Without probe wakes the same switch goes unseen: no contract is broken,
 // the work only waits (what the probes add to the sweep).
 TEST(WakeProbesMutation, WaitIgnoresDroppableUnseenWithoutProbes) {
