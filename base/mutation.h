@@ -140,6 +140,9 @@ enum class Mutation : uint32_t {
   kEngineWaitIgnoresDroppable,      // engine: a key whose front slice PostKey would drop
                                     // (latched, or bound to an exited peer process) asks for
                                     // no step (a timed-out task publishes at the next wake)
+  kEngineRetireTimerDrainsUnconnected,  // engine: a retiring QP that never connected (receive
+                                        // WRs posted in INIT) is timed at the drain deadline,
+                                        // though RetireStep destroys it at once
   kCount,
 };
 
@@ -320,6 +323,8 @@ inline std::string_view MutationName(Mutation m) {
       return "engine_ready_key_ignores_cooldown";
     case Mutation::kEngineWaitIgnoresDroppable:
       return "engine_wait_ignores_droppable";
+    case Mutation::kEngineRetireTimerDrainsUnconnected:
+      return "engine_retire_timer_drains_unconnected";
     case Mutation::kCount:
       break;
   }

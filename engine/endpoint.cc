@@ -11,6 +11,14 @@
 
 namespace ferry::engine {
 
+namespace {
+// A QP still in RESET or INIT never carried a WR to the peer: its destroy
+// waits for no drain (RetireStep and NextRetireNs share this rule).
+bool NeverConnected(const DataQp& q) {
+  return q.state == hal::QpState::kReset || q.state == hal::QpState::kInit;
+}
+}  // namespace
+
 std::string_view EndpointStateName(EndpointState s) {
   switch (s) {
     case EndpointState::kConnecting:
@@ -214,7 +222,7 @@ bool Endpoint::RetireStep(uint64_t now_ns, uint64_t backoff_min_ns, uint64_t bac
   bool all = true;
   for (DataQp& q : qps_) {
     if (q.destroyed) continue;
-    const bool never_connected = q.state == hal::QpState::kReset || q.state == hal::QpState::kInit;
+    const bool never_connected = NeverConnected(q);
     // Receive WRs too: a receive CQE not polled before the destroy is gone
     // (mlx5 cleans the QP's CQEs out of the CQ), and with it a
     // notification its sender already saw COMPLETED.
@@ -246,13 +254,14 @@ bool Endpoint::RetireStep(uint64_t now_ns, uint64_t backoff_min_ns, uint64_t bac
   return all;
 }
 
-std::optional<uint64_t> Endpoint::NextRetireNs() const {
+std::optional<uint64_t> Endpoint::NextRetireNs(bool mutation_drain_unconnected) const {
   if (state_ != EndpointState::kRetiring) return std::nullopt;
   std::optional<uint64_t> t;
   for (const DataQp& q : qps_) {
     if (q.destroyed) continue;
-    uint64_t at =
-        std::max(q.next_destroy_ns, q.fifo.empty() && q.recv.empty() ? 0 : drain_deadline_ns_);
+    const bool waits =
+        !(q.fifo.empty() && q.recv.empty()) && (!NeverConnected(q) || mutation_drain_unconnected);
+    const uint64_t at = std::max(q.next_destroy_ns, waits ? drain_deadline_ns_ : 0);
     if (!t || at < *t) t = at;
   }
   return t;

@@ -167,8 +167,13 @@ class Endpoint {
   }
   RetireReason retire_reason() const { return retire_reason_; }
   uint64_t drain_deadline_ns() const { return drain_deadline_ns_; }
-  // Earliest time RetireStep has something to do (destroy retry/drain end).
-  std::optional<uint64_t> NextRetireNs() const;
+  // Earliest time RetireStep has something to do (destroy retry/drain end):
+  // its exact rule, so an owner asleep on it destroys on time. A QP that
+  // never connected waits for no drain (its receive WRs, notifications,
+  // may be posted in INIT). `mutation_drain_unconnected` (test-only,
+  // engine_retire_timer_drains_unconnected): the bug the probe wakes
+  // found, such a QP's destroy timed at the drain deadline.
+  std::optional<uint64_t> NextRetireNs(bool mutation_drain_unconnected = false) const;
 
   // ---- identity
   uint32_t context() const { return context_; }

@@ -213,7 +213,7 @@ WaitSet Worker::WaitSetNow() {
     // or an inbox item changes that, and each wakes the worker.
   });
   for (const auto& ep : retiring_) {
-    consider(ep->NextRetireNs());
+    consider(ep->NextRetireNs(Mut(base::Mutation::kEngineRetireTimerDrainsUnconnected)));
     // The destroy give-up (off by default) is a timer of its own: without
     // it an owner asleep between backoffs gave up up to
     // destroy_backoff_ns_max late (found with the sim's cqe wake model).

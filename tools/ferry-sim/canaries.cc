@@ -58,6 +58,8 @@ constexpr Canary kCanaries[] = {
     {base::Mutation::kEngineNotifyOnFailedBatch, "N2 a failed Submit's notification sent", true},
     {base::Mutation::kEngineNotifyNoDedup, "N3 a resent notification delivered again", true},
     {base::Mutation::kEngineNotifyRecvNoQuota, "N4 receive WRs without CQ quota", true},
+    {base::Mutation::kEngineRetireTimerDrainsUnconnected, "asleep past an unconnected QP's destroy",
+     true},
 };
 
 }  // namespace

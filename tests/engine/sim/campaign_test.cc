@@ -137,7 +137,9 @@ TEST(SwarmShape, ARandomSeedsRunDependsOnTheSeedAlone) {
 // target's incarnation, seed 6007714, the run with the stall family on;
 // since a rail whose port is down no longer spins its owner (session 11),
 // h2's endpoint toward h0 on sim2; since a NIC whose bring-up failed is
-// brought up in place (session 14), h2's toward h0 on sim0).
+// brought up in place (session 14), h2's toward h0 on sim0; since a key
+// whose front slice PostKey would drop asks for a step now (session 36),
+// h2's toward h0 on sim1).
 TEST(CampaignOracle, Seed85StaleReqRetiringAReadyEndpointIsNamed) {
   const simworld::SwarmReport clean = RunRandom(85, {}, /*stall=*/true);
   EXPECT_EQ(clean.message, "") << clean.plan_text;
@@ -148,7 +150,7 @@ TEST(CampaignOracle, Seed85StaleReqRetiringAReadyEndpointIsNamed) {
   EXPECT_EQ(found.failure, simworld::FailureClass::kSafety);
   EXPECT_TRUE(Contains(found.message,
                        "stale_req_accepted: h2 retired its READY endpoint "
-                       "sim0|h0:1000@sim0"))
+                       "sim1|h0:1000@sim1"))
       << found.message;
   EXPECT_TRUE(Contains(found.message, "that the current endpoint did not send (C6)"))
       << found.message;
@@ -347,20 +349,23 @@ TEST(CampaignRegression, Seed836182297AnOpenTimedOutUnderHeavyLossIsRetried) {
 TEST(CampaignRegression, CompletedAfterDeadlineSeeds) {
   struct Found {
     uint64_t seed;
-    const char* message;
+    const char* message;  // nullptr: no longer reproduced under the switch
   };
   for (const Found& f : std::initializer_list<Found>{
-           {76,
-            "completed_after_deadline: task 556 published COMPLETED; its last slice resolved "
-            "at 18067900 ns, after its deadline 18059500 ns (C2)"},
+           // Seed 76 (first found: task 556, its last slice at 18067900 ns,
+           // deadline 18059500 ns) no longer reaches the interleaving since
+           // a key whose front slice PostKey would drop asks for a step now
+           // (session 36); it replays clean. 180 and 85 moved with it.
+           {76, nullptr},
            {180,
             "completed_after_deadline: task 11 published COMPLETED; its last slice resolved "
-            "at 20046900 ns, after its deadline 2042300 ns (C2)"},
-           {85, "completed_after_deadline: task 235"},
+            "at 20050200 ns, after its deadline 2042300 ns (C2)"},
+           {85, "completed_after_deadline: task 584"},
            {183, "completed_after_deadline: task 37"},
            {224, "completed_after_deadline: task 16"},
        }) {
     EXPECT_EQ(RunRandom(f.seed, {}, /*stall=*/true).message, "") << "seed " << f.seed;
+    if (f.message == nullptr) continue;
 #if defined(FERRY_MUTATIONS) && FERRY_MUTATIONS
     const simworld::SwarmReport r =
         RunRandom(f.seed, {base::Mutation::kEngineCompleteAfterDeadline}, /*stall=*/true);
@@ -578,9 +583,14 @@ TEST(CampaignWindows, Seed2CatchesEachWindowMutation) {
        {base::Mutation::kEngineMwReuseAcrossEndpoints, base::Mutation::kEngineMwPostBeforeWin}) {
     const simworld::SwarmReport r = RunWindows(2, {m});
     EXPECT_EQ(r.failure, simworld::FailureClass::kLiveness) << base::MutationName(m);
+    // (post_before_win: 9300 FAILED until session 36; since a key whose
+    // front slice PostKey would drop asks for a step now, 9300 TIMEOUT and
+    // 9301 FAILED.)
     EXPECT_TRUE(Contains(r.message,
                          "wave 2: not COMPLETED within 4 attempts with every fault off: "
-                         "h3->h0 tag 9300 FAILED"))
+                         "h3->h0 tag 9300 "))
+        << base::MutationName(m) << ": " << r.message;
+    EXPECT_TRUE(Contains(r.message, "h3->h0 tag 9301 FAILED"))
         << base::MutationName(m) << ": " << r.message;
   }
 #endif

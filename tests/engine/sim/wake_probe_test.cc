@@ -25,8 +25,9 @@ using ::testing::StartsWith;
 
 // ferry-sim --seed N with its defaults as of session 36.
 simworld::SwarmReport RunProbed(uint64_t seed, base::Mutation m = base::Mutation::kCount,
-                                bool probes = true) {
+                                bool probes = true, bool notify = false) {
   simworld::SwarmOptions o;
+  o.notify = notify;
   o.profile = simworld::WorldProfile::kRandom;
   o.wake = simworld::WakeModel::kCqe;
   o.read_depth = true;
@@ -114,6 +115,31 @@ TEST(WakeProbesMutation, ReadyKeyIgnoresCooldownSeed409) {
                                     "stepped by a probe wake at 4155551 ns, posted 6 WR(s) "
                                     "and recorded [post x6]; its wait set: timer 32043900 ns"));
   EXPECT_EQ(RunProbed(409).failure, simworld::FailureClass::kNone);
+}
+
+// Notification seeds 2..1000 (ferry-sim --notify on; 84 of 1..200 under
+// the switch below, first seed 2; seed 914 was the CI sweep's): a
+// retiring QP that never connected (still INIT, with the notification
+// receive WRs an endpoint posts before RTR) is destroyed by RetireStep at
+// once, but NextRetireNs timed it at the drain deadline, so an owner
+// asleep destroyed it up to drain_timeout_ns late (holding its CQ quota).
+// Fix: NextRetireNs applies RetireStep's rule (a QP that never connected
+// waits for no drain).
+TEST(WakeProbes, Seed914NotifyUnconnectedQpRetiresOnTime) {
+  const simworld::SwarmReport r = RunProbed(914, base::Mutation::kCount, true, true);
+  EXPECT_EQ(r.failure, simworld::FailureClass::kNone) << r.message;
+  EXPECT_GT(r.probes.at("recv_abandoned"), 0u);
+}
+
+TEST(WakeProbesMutation, RetireTimerDrainsUnconnectedSeed914Notify) {
+  if (!base::Mutations::kCompiledIn) GTEST_SKIP() << "needs a FERRY_MUTATIONS build";
+  const simworld::SwarmReport r =
+      RunProbed(914, base::Mutation::kEngineRetireTimerDrainsUnconnected, true, true);
+  EXPECT_EQ(r.failure, simworld::FailureClass::kLiveness) << r.message;
+  EXPECT_THAT(r.message, StartsWith("lost wake-up: h2:1000 worker 1 asleep since 1825900 ns, "
+                                    "stepped by a probe wake at 1840500 ns, posted 0 WR(s) "
+                                    "and recorded [qp_destroyed]; its wait set: timer "
+                                    "2026200 ns, WRs outstanding yes"));
 }
 
 // Without probe wakes the same switch goes unseen: no contract is broken,
