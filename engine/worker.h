@@ -338,6 +338,9 @@ class Worker {
   // Fails the queue's front slices bound to an incarnation of the peer
   // that refused a REQ as not its own (exited_).
   void DropExitedFront(const Key& key, PendingQueue& dq);
+  // Is the (non-empty) queue's front slice bound to a peer incarnation
+  // that refused a REQ as not its own (exited_)?
+  bool FrontExited(const Key& key, const PendingQueue& dq) const;
   // Would PostKey's first acts (DropLatched, DropExitedFront) take the
   // queue's front slice? The wait set's answer for such a key is "now": a
   // timeout or cancel applied after this step's PostAll leaves latched

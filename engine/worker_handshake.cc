@@ -631,25 +631,24 @@ void Worker::FailOtherIncarnation(const Pending& p) {
     env_->remote_access_error(id_, p.route->segment, p.route->segment_version);
 }
 
-bool Worker::FrontDroppable(const Key& key, const PendingQueue& dq) const {
-  FERRY_CHECK(!dq.empty());
-  const TaskRoute& front = *dq.front().route;
-  if (front.task->latched().has_value() && !Mut(base::Mutation::kEngineC2RepostLatched))
-    return true;
+bool Worker::FrontExited(const Key& key, const PendingQueue& dq) const {
   if (exited_.empty()) return false;
   auto it = exited_.find(key);
-  return it != exited_.end() && std::find(it->second.begin(), it->second.end(),
-                                          front.peer_incarnation) != it->second.end();
+  if (it == exited_.end()) return false;
+  const std::deque<uint64_t>& gone = it->second;
+  return std::find(gone.begin(), gone.end(), dq.front().route->peer_incarnation) != gone.end();
+}
+
+bool Worker::FrontDroppable(const Key& key, const PendingQueue& dq) const {
+  FERRY_CHECK(!dq.empty());
+  if (dq.front().route->task->latched().has_value() && !Mut(base::Mutation::kEngineC2RepostLatched))
+    return true;
+  return FrontExited(key, dq);
 }
 
 void Worker::DropExitedFront(const Key& key, PendingQueue& dq) {
-  if (exited_.empty()) return;
-  auto it = exited_.find(key);
-  if (it == exited_.end()) return;
-  const std::deque<uint64_t>& gone = it->second;
   // Bounded by the queue's length.
-  while (!dq.empty() &&
-         std::find(gone.begin(), gone.end(), dq.front().route->peer_incarnation) != gone.end()) {
+  while (!dq.empty() && FrontExited(key, dq)) {
     FailOtherIncarnation(dq.front());
     dq.pop_front();
   }

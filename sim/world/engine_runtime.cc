@@ -72,11 +72,13 @@ class SimRuntime::WorkerActor final : public sim::Actor {
     return Due() || (probe_at_ns_ && *probe_at_ns_ <= rt_->fabric_->NowNs());
   }
   uint64_t Step() override {
-    // Stepped for the probe alone: its wait set asked for nothing now.
-    const bool probe = !Due();
-    const uint64_t posted_before = rt_->engine_->StatsOf(w_).posted;
-    const size_t records_before = rt_->observer_ ? rt_->observer_->records().size() : 0;
-    const WaitSet slept_on = probe ? ws_ : WaitSet{};
+    // With probe wakes on: stepped for the probe alone (its wait set asked
+    // for nothing now)? Then what the step will be judged against.
+    std::optional<Asleep> asleep;
+    if (rt_->probes_ != nullptr && !Due())
+      asleep = Asleep{rt_->engine_->StatsOf(w_).posted,
+                      rt_->observer_ ? rt_->observer_->records().size() : 0, ws_.deadline_ns,
+                      ws_.poll_now};
     probe_at_ns_.reset();
     first_ = false;
     PhaseOrder order = kDefaultPhases;
@@ -85,7 +87,7 @@ class SimRuntime::WorkerActor final : public sim::Actor {
     ws_ = rt_->engine_->StepWorker(w_, order);
     rt_->fabric_->set_current_actor(0);
     if (rt_->probes_ != nullptr) {
-      if (probe) Judge(slept_on, rt_->engine_->StatsOf(w_).posted - posted_before, records_before);
+      if (asleep) Judge(*asleep);
       if (!Due()) Sleep();
     }
     return kWorkerStepNs;
@@ -121,36 +123,42 @@ class SimRuntime::WorkerActor final : public sim::Actor {
     const uint64_t scale_ns = uint64_t{1000} << p.Below(18);
     probe_at_ns_ = slept_at_ns_ + scale_ns + p.Below(scale_ns);
   }
-  // A probe step posted `posted` WRs; records from `records_before` on
-  // are its events.
-  void Judge(const WaitSet& slept_on, uint64_t posted, size_t records_before) {
+  // What a probe step is judged against: the worker's counts and wait set
+  // before it.
+  struct Asleep {
+    uint64_t posted = 0;  // WorkerStats::posted
+    size_t records = 0;   // the observer's records
+    std::optional<uint64_t> timer_ns;
+    bool poll_now = false;
+  };
+  void Judge(const Asleep& before) {
     WakeProbes& w = *rt_->probes_;
     ++w.probes;
-    // The step's event kinds in order, a run of one kind as "kind xN".
-    std::string events;
-    if (const SimObserver* o = rt_->observer_; o != nullptr) {
-      const std::vector<LifecycleRecord>& recs = o->records();
-      for (size_t i = records_before; i < recs.size();) {
-        size_t j = i + 1;
-        while (j < recs.size() && recs[j].kind == recs[i].kind) ++j;
-        absl::StrAppend(&events, events.empty() ? "" : " ", recs[i].kind);
-        if (j - i > 1) absl::StrAppend(&events, " x", j - i);
-        i = j;
-      }
-    }
-    if (posted == 0 && events.empty()) return;
+    const uint64_t posted = rt_->engine_->StatsOf(w_).posted - before.posted;
+    const SimObserver* o = rt_->observer_;
+    const size_t records = o != nullptr ? o->records().size() : 0;
+    if (posted == 0 && records == before.records) return;
     // Work the owner's own timer would have found within the slack is a
     // short poll by design (a parked context's re-enable by another owner
     // is looked for every 100 us: kParkedRecheckNs), not a lost wake-up.
     const uint64_t now = rt_->fabric_->NowNs();
-    if (slept_on.deadline_ns && *slept_on.deadline_ns <= now + kProbeSlackNs) return;
+    if (before.timer_ns && *before.timer_ns <= now + kProbeSlackNs) return;
     if (++w.lost > 1) return;
+    // The step's event kinds in order, a run of one kind as "kind xN".
+    std::string events;
+    for (size_t i = before.records; i < records;) {
+      size_t j = i + 1;
+      while (j < records && o->records()[j].kind == o->records()[i].kind) ++j;
+      absl::StrAppend(&events, events.empty() ? "" : " ", o->records()[i].kind);
+      if (j - i > 1) absl::StrAppend(&events, " x", j - i);
+      i = j;
+    }
     w.first = absl::StrCat(
-        "lost wake-up: ", rt_->observer_ != nullptr ? rt_->observer_->tag() : "engine", " worker ",
-        w_, " asleep since ", slept_at_ns_, " ns, stepped by a probe wake at ", now, " ns, posted ",
-        posted, " WR(s) and recorded [", events, "]; its wait set: timer ",
-        slept_on.deadline_ns ? absl::StrCat(*slept_on.deadline_ns, " ns") : std::string("none"),
-        ", WRs outstanding ", slept_on.poll_now ? "yes" : "no");
+        "lost wake-up: ", o != nullptr ? o->tag() : "engine", " worker ", w_, " asleep since ",
+        slept_at_ns_, " ns, stepped by a probe wake at ", now, " ns, posted ", posted,
+        " WR(s) and recorded [", events, "]; its wait set: timer ",
+        before.timer_ns ? absl::StrCat(*before.timer_ns, " ns") : std::string("none"),
+        ", WRs outstanding ", before.poll_now ? "yes" : "no");
   }
 
   SimRuntime* rt_;

@@ -159,8 +159,8 @@ struct SwarmOptions {
   bool notify = false;
   // Probe wakes (part of the replay key; ferry-sim --wake-probes, on by
   // default there): a worker asleep is stepped at drawn times, and a probe
-  // step that posts a WR fails the run as a lost wake-up (engine_runtime.h,
-  // WakeProbes). Off here, so every seed found before them replays.
+  // step that posts a WR or records an event fails the run as a lost
+  // wake-up (engine_runtime.h, WakeProbes). Off here, so every seed found before them replays.
   bool wake_probes = false;
 };
 
@@ -183,7 +183,7 @@ struct SwarmReport {
   uint64_t remote_waits = 0;
   uint64_t open_retries = 0;  // segment opens retried after DEADLINE_EXCEEDED
   uint64_t wake_probes = 0;   // probe steps of asleep workers (SwarmOptions::wake_probes)
-  uint64_t lost_wakeups = 0;  // of them, steps that posted a WR
+  uint64_t lost_wakeups = 0;  // of them, steps that posted a WR or recorded an event
   uint64_t trace_hash = 0;
   uint64_t trace_entries = 0;
   uint64_t end_ns = 0;

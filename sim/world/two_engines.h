@@ -170,7 +170,7 @@ struct WorldOptions {
   // How an owner with WRs outstanding waits (engine_runtime.h, WakeModel).
   WakeModel wake = WakeModel::kSpin;
   // Probe wakes (engine_runtime.h, WakeProbes): an asleep worker is
-  // stepped at drawn times and must find nothing to post. Off: every run
+  // stepped at drawn times and must find nothing to do. Off: every run
   // found before them replays.
   bool wake_probes = false;
   // Per host: its engine's AuthConfig (instead of the config's) and how its

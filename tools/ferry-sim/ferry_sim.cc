@@ -80,8 +80,9 @@ oracle on after every step, one seeded world and fault plan per seed.
                      session 11; part of the replay key)
   --wake-probes on|off
                      on (default): a worker asleep is stepped at drawn
-                     times (a spurious wake) and must find nothing to post;
-                     one that posts fails the run as a lost wake-up; off:
+                     times (a spurious wake) and must find nothing to do;
+                     one that posts a WR or records an event fails the run
+                     as a lost wake-up; off:
                      never (replays a seed found before them, session 36;
                      part of the replay key)
   --notify on|off    off (default); on: engines take notifications and every
