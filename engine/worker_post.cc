@@ -60,7 +60,7 @@ Worker::PendingQueue& Worker::QueueOf(const TaskRoute& route) {
 // PostAll's work for one key with queued slices.
 void Worker::PostKey(const Key& key, PendingQueue& dq, Store::Memo& memo, uint32_t* budget) {
   if (dq.front().route->task->latched().has_value()) DropLatched(dq);
-  DropExitedFront(key, dq);
+  if (!exited_.empty()) DropExitedFront(key, dq);  // no peer refused a REQ: nothing to drop
   if (dq.empty()) return;
   Endpoint* ep = Hit(key, *dq.front().route, &memo);
   if (ep == nullptr) {
