@@ -663,6 +663,20 @@ class Fabric final : public Actor {
                                         std::string_view call);
   absl::StatusOr<uint32_t> CheckCq(uint32_t host, hal::CqHandle h, std::string_view call);
   absl::StatusOr<uint32_t> CheckQp(uint32_t host, hal::QpHandle h, std::string_view call);
+  // CheckQp's checks without a status: the QP's index when `h` is a live
+  // QP of `host` that the current actor may call (the call noted as
+  // CheckQp notes it), else kNone and nothing noted (CheckQp then says
+  // why). Inline: every post pays it (ibv_post_send).
+  uint32_t UsableQp(uint32_t host, hal::QpHandle h) {
+    if (h.id == 0 || h.id > qps_.size()) return kNone;
+    const uint32_t idx = static_cast<uint32_t>(h.id - 1);
+    Qp& q = *qps_[idx];
+    if (q.host != host || !q.alive || (q.owner != 0 && q.owner != current_actor_)) return kNone;
+    if (current_actor_ >= calls_by_actor_.size()) return kNone;  // NoteCall grows the table
+    ++calls_by_actor_[current_actor_];
+    q.last_caller = current_actor_;
+    return idx;
+  }
   absl::Status Violate(ViolationKind k, std::string message);
   void NoteCall();
 

@@ -124,12 +124,15 @@ void Fabric::Dispatch(const Event& e) {
 hal::PostResult Fabric::VerbPostSend(uint32_t host, hal::QpHandle qph,
                                      absl::Span<const hal::SendWr> chain) {
   hal::PostResult r;
-  auto qi_or = CheckQp(host, qph, "ibv_post_send");
-  if (!qi_or.ok()) {
-    r.status = qi_or.status();
-    return r;
+  uint32_t qi = UsableQp(host, qph);
+  if (qi == kNone) {
+    auto qi_or = CheckQp(host, qph, "ibv_post_send");
+    if (!qi_or.ok()) {
+      r.status = qi_or.status();
+      return r;
+    }
+    qi = *qi_or;
   }
-  const uint32_t qi = *qi_or;
   Qp& q = *qps_[qi];
   uint64_t enomem_at = kNoSeq;
   if (q.script_post_enomem > 0) {
@@ -156,7 +159,9 @@ hal::PostResult Fabric::VerbPostSend(uint32_t host, hal::QpHandle qph,
     } else if (wr.num_sge > q.cap.max_send_sge || wr.num_sge > hal::kMaxSgeInline ||
                (IsLocalOp(wr.opcode) && wr.num_sge != 0)) {
       err = EINVAL;
-    } else if (absl::Status bad = CheckBindHandles(host, wr); !bad.ok()) {
+    } else if (absl::Status bad = wr.opcode == hal::Opcode::kBindMw ? CheckBindHandles(host, wr)
+                                                                    : absl::OkStatus();
+               !bad.ok()) {
       r.status = bad;  // a destroyed or foreign window or MR: a violation
       r.first_bad = i;
       return r;
