@@ -97,12 +97,10 @@ const Endpoint* Worker::Peek(const Key& key, Store::Memo* memo) const {
   return p == nullptr ? nullptr : p->get();
 }
 
-Endpoint* Worker::Hit(const Key& key, const TaskRoute& front, Store::Memo* memo) {
+Endpoint* Worker::HitByKey(const Key& key, const TaskRoute& front, Store::Memo* memo) {
   Store& store = *stores_[key.first];
   std::unique_ptr<Endpoint>* p;
-  if (store.Fresh(*memo)) {
-    p = store.FindFresh(*memo);  // the common case: no key is read
-  } else if (front.key_hash.has_value()) {
+  if (front.key_hash.has_value()) {
     // The route's key is this key (QueueOf placed it here by its context
     // and path), so its hash is this key's.
     FERRY_CHECK(front.context == key.first && front.peer_path->size() == key.second.size());

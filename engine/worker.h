@@ -510,7 +510,14 @@ class Worker {
   // when Submit computed it.
   // Through `memo` (the key's, kept by pending_): no lookup while no
   // endpoint of the store was made or removed since it was filled.
-  Endpoint* Hit(const Key& key, const TaskRoute& front, Store::Memo* memo);
+  // Inline: the fresh memo is the common case, once per key PostAll visits.
+  Endpoint* Hit(const Key& key, const TaskRoute& front, Store::Memo* memo) {
+    Store& store = *stores_[key.first];
+    if (!store.Fresh(*memo)) return HitByKey(key, front, memo);
+    std::unique_ptr<Endpoint>* p = store.FindFresh(*memo);  // no key is read
+    return p == nullptr ? nullptr : p->get();
+  }
+  Endpoint* HitByKey(const Key& key, const TaskRoute& front, Store::Memo* memo);
   const Endpoint* Peek(const Key& key, Store::Memo* memo) const;
   std::vector<Endpoint*> LiveList() const;
   // The endpoints of LiveList, in its order, without the copy; `f` must not
