@@ -203,12 +203,9 @@ bool Fabric::HasViolation(ViolationKind k) const {
                      [k](const Violation& v) { return v.kind == k; });
 }
 
-void Fabric::NoteCall() {
-  if (current_actor_ >= calls_by_actor_.size()) {
-    FERRY_CHECK_LT(current_actor_, 1u << 20);
-    calls_by_actor_.resize(current_actor_ + 1);
-  }
-  ++calls_by_actor_[current_actor_];
+void Fabric::GrowCallTable() {
+  FERRY_CHECK_LT(current_actor_, 1u << 20);
+  calls_by_actor_.resize(current_actor_ + 1);
 }
 
 uint64_t Fabric::CallsBy(uint32_t actor) const {

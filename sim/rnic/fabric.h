@@ -672,13 +672,17 @@ class Fabric final : public Actor {
     const uint32_t idx = static_cast<uint32_t>(h.id - 1);
     Qp& q = *qps_[idx];
     if (q.host != host || !q.alive || (q.owner != 0 && q.owner != current_actor_)) return kNone;
-    if (current_actor_ >= calls_by_actor_.size()) return kNone;  // NoteCall grows the table
-    ++calls_by_actor_[current_actor_];
+    NoteCall();
     q.last_caller = current_actor_;
     return idx;
   }
   absl::Status Violate(ViolationKind k, std::string message);
-  void NoteCall();
+  // Counts a verb call of the current actor (inline: every verb pays it).
+  void NoteCall() {
+    if (current_actor_ >= calls_by_actor_.size()) GrowCallTable();
+    ++calls_by_actor_[current_actor_];
+  }
+  void GrowCallTable();
 
   // ---- engine internals
   // Queues an event; `chan` is its FIFO-in-time channel, `lane` a FIFO it

@@ -319,9 +319,7 @@ void Fabric::Kick(uint32_t qi) {
   }
   if (was_idle && q.sent_vpsn != q.ack_vpsn) q.last_progress_ns = tx_start_ns;
   ArmTimer(qi, q);
-  // Only a local operation (bind, invalidate) at the head completes here.
-  if (q.done_seq < q.post_seq && IsLocalOp(q.sq[q.done_seq % q.sq.size()].opcode))
-    CompleteLocalOpsAtHead(qi, q);
+  CompleteLocalOpsAtHead(qi, q);
 }
 
 uint64_t Fabric::Serialize(uint32_t dev, uint64_t payload_bytes) {
