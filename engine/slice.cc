@@ -40,39 +40,11 @@ std::string_view SliceOutcomeName(SliceOutcome o) {
   return "?";
 }
 
-SliceWord Slice::OwnerLoad(SliceState expect) const {
-  const SliceWord seen = SliceWord::Unpack(word_.load(std::memory_order_acquire));
-  FERRY_CHECK_EQ(static_cast<int>(seen.state), static_cast<int>(expect));
-  return seen;
-}
-
-void Slice::OwnerStore(SliceWord to, std::memory_order order) {
-  word_.store(SliceWord::Pack(to), order);
-}
-
-bool Slice::TryBeginPost(uint16_t attempt) {
-  uint64_t expected = SliceWord::Pack(SliceWord{SliceState::kQueued, SliceOutcome::kNone, attempt});
-  const uint64_t desired =
-      SliceWord::Pack(SliceWord{SliceState::kPosting, SliceOutcome::kNone, attempt});
-  return word_.compare_exchange_strong(expected, desired, std::memory_order_seq_cst);
-}
-
 void Slice::PostRejected() {
   const SliceWord w = OwnerLoad(SliceState::kPosting);
   // seq_cst, as Requeue's: the caller then reads the latch (Task::PostRejected).
   OwnerStore(SliceWord{SliceState::kQueued, SliceOutcome::kNone, w.attempt},
              std::memory_order_seq_cst);
-}
-
-void Slice::PostAccepted() {
-  const SliceWord w = OwnerLoad(SliceState::kPosting);
-  OwnerStore(SliceWord{SliceState::kPosted, SliceOutcome::kNone, w.attempt});
-}
-
-void Slice::Resolve(SliceOutcome outcome) {
-  FERRY_CHECK(outcome == SliceOutcome::kSuccess || outcome == SliceOutcome::kFailed);
-  const SliceWord w = OwnerLoad(SliceState::kPosted);
-  OwnerStore(SliceWord{SliceState::kResolved, outcome, w.attempt});
 }
 
 void Slice::Requeue() {

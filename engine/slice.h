@@ -136,6 +136,36 @@ class Slice {
   std::atomic<uint64_t> word_{SliceWord::Pack(SliceWord{})};
 };
 
+// The owner's transitions of every post and completion, inline (out of
+// line they were five calls per slice; docs/operations.md 3.2, session 38).
+inline SliceWord Slice::OwnerLoad(SliceState expect) const {
+  const SliceWord seen = SliceWord::Unpack(word_.load(std::memory_order_acquire));
+  FERRY_CHECK_EQ(static_cast<int>(seen.state), static_cast<int>(expect));
+  return seen;
+}
+
+inline void Slice::OwnerStore(SliceWord to, std::memory_order order) {
+  word_.store(SliceWord::Pack(to), order);
+}
+
+inline bool Slice::TryBeginPost(uint16_t attempt) {
+  uint64_t expected = SliceWord::Pack(SliceWord{SliceState::kQueued, SliceOutcome::kNone, attempt});
+  const uint64_t desired =
+      SliceWord::Pack(SliceWord{SliceState::kPosting, SliceOutcome::kNone, attempt});
+  return word_.compare_exchange_strong(expected, desired, std::memory_order_seq_cst);
+}
+
+inline void Slice::PostAccepted() {
+  const SliceWord w = OwnerLoad(SliceState::kPosting);
+  OwnerStore(SliceWord{SliceState::kPosted, SliceOutcome::kNone, w.attempt});
+}
+
+inline void Slice::Resolve(SliceOutcome outcome) {
+  FERRY_CHECK(outcome == SliceOutcome::kSuccess || outcome == SliceOutcome::kFailed);
+  const SliceWord w = OwnerLoad(SliceState::kPosted);
+  OwnerStore(SliceWord{SliceState::kResolved, outcome, w.attempt});
+}
+
 }  // namespace ferry::engine
 
 #endif  // FERRY_ENGINE_SLICE_H_

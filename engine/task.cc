@@ -131,18 +131,6 @@ uint32_t Task::WithdrawQueued(std::optional<TaskStatus>* published) {
   return withdrawn;
 }
 
-bool Task::BeginPost(uint32_t i) {
-  const bool repost_latched =
-      mutations_ != nullptr && mutations_->on(base::Mutation::kEngineC2RepostLatched);
-  if (latched().has_value() && !repost_latched) return false;
-  Slice& s = mutable_slice(i);
-  const SliceWord w = s.Load();
-  if (w.state != SliceState::kQueued) return false;
-  return s.TryBeginPost(w.attempt);
-}
-
-void Task::PostAccepted(uint32_t i) { mutable_slice(i).PostAccepted(); }
-
 Task::Step Task::WithdrawIfLatched(uint32_t i) {
   const std::optional<TaskStatus> why = latched();
   if (!why.has_value()) return Step{};
@@ -153,14 +141,6 @@ Task::Step Task::WithdrawIfLatched(uint32_t i) {
 Task::Step Task::PostRejected(uint32_t i) {
   mutable_slice(i).PostRejected();
   return WithdrawIfLatched(i);
-}
-
-Task::Step Task::Resolve(uint32_t i, SliceOutcome outcome) {
-  mutable_slice(i).Resolve(outcome);
-  Step step;
-  step.moved = true;
-  step.published = OnSliceFinal(outcome == SliceOutcome::kFailed);
-  return step;
 }
 
 Task::Step Task::Requeue(uint32_t i) {

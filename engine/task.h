@@ -185,6 +185,27 @@ class Task {
 // The terminal status a task with this word publishes.
 TaskStatus TerminalStatusOf(const TaskWord& w);
 
+// The owner's per-slice transitions, inline (every post and completion).
+inline bool Task::BeginPost(uint32_t i) {
+  const bool repost_latched =
+      mutations_ != nullptr && mutations_->on(base::Mutation::kEngineC2RepostLatched);
+  if (latched().has_value() && !repost_latched) return false;
+  Slice& s = mutable_slice(i);
+  const SliceWord w = s.Load();
+  if (w.state != SliceState::kQueued) return false;
+  return s.TryBeginPost(w.attempt);
+}
+
+inline void Task::PostAccepted(uint32_t i) { mutable_slice(i).PostAccepted(); }
+
+inline Task::Step Task::Resolve(uint32_t i, SliceOutcome outcome) {
+  mutable_slice(i).Resolve(outcome);
+  Step step;
+  step.moved = true;
+  step.published = OnSliceFinal(outcome == SliceOutcome::kFailed);
+  return step;
+}
+
 }  // namespace ferry::engine
 
 #endif  // FERRY_ENGINE_TASK_H_

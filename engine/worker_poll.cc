@@ -90,6 +90,10 @@ void Worker::HandleCqe(const hal::WorkCompletion& wc, hal::CqHandle cq, CqQuota&
     }
   }
   if (route == nullptr) return;
+  if (wc.status == hal::WcStatus::kSuccess) {
+    ResolveSuccess(*route->task, slice, now_ns);
+    return;
+  }
   ResolveAttempt(route, slice, wc.status, false, ep->retire_reason(), now_ns);
 }
 
@@ -97,21 +101,14 @@ void Worker::ResolveAttempt(const std::shared_ptr<TaskRoute>& route, uint32_t sl
                             hal::WcStatus st, bool evidence_by_destroy, RetireReason ep_reason,
                             uint64_t now_ns) {
   Task& task = *route->task;
+  if (!evidence_by_destroy && st == hal::WcStatus::kSuccess) {
+    ResolveSuccess(task, slice, now_ns);
+    return;
+  }
   Slice& sl = task.mutable_slice(slice);
   sl.last_status = st;
   sl.last_by_destroy = evidence_by_destroy;
-  // C2: a slice that resolves after its task's deadline, before the sweep
-  // judged the task (a poll phase ahead of the sweep, a step after a pause
-  // or a hang), latches TIMEOUT first: such a task never ends COMPLETED.
-  // The sweep still retires what the task has posted. Test-only: the bug
-  // the completed_after_deadline rule found.
-  if (!task.latched().has_value() && task.Expired(now_ns) &&
-      !Mut(base::Mutation::kEngineCompleteAfterDeadline))
-    (void)task.TryLatch(TaskStatus::kTimeout);
-  if (!evidence_by_destroy && st == hal::WcStatus::kSuccess) {
-    task.Resolve(slice, SliceOutcome::kSuccess);
-    return;
-  }
+  LatchIfExpired(task, now_ns);  // C2
   if (!evidence_by_destroy && NonRetryable(st)) {
     task.Resolve(slice, SliceOutcome::kFailed);
     // The peer rejected the rkey: its descriptor is refetched in the
