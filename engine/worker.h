@@ -434,8 +434,13 @@ class Worker {
   bool NoteGenerationIsOlder(const Key& key, uint64_t incarnation, uint64_t generation);
   // One CQE polled from `cq` (whose ledger is `ledger`) at `now_ns` (the
   // poll's time: a slice that resolves past its task's deadline latches
-  // TIMEOUT, C2).
-  void HandleCqe(const hal::WorkCompletion& wc, hal::CqHandle cq, CqQuota& ledger, uint64_t now_ns);
+  // TIMEOUT, C2). Inline into PollAll, its only caller (once per CQE);
+  // an error CQE's endpoint work is OnCqeError, out of line.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE inline void HandleCqe(const hal::WorkCompletion& wc,
+                                                     hal::CqHandle cq, CqQuota& ledger,
+                                                     uint64_t now_ns);
+  // An error CQE on `ep`: noted, and the endpoint retired (once).
+  void OnCqeError(Endpoint* ep, hal::WcStatus status);
   // ---- notifications, receive side (worker_notify.cc)
   // Posts up to n receive WRs on QP qi of `ep`, each with a receive slot
   // and one CQE of quota (N4); fewer when slots or quota run out.

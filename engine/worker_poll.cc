@@ -79,22 +79,23 @@ void Worker::HandleCqe(const hal::WorkCompletion& wc, hal::CqHandle cq, CqQuota&
   s.in_use = false;
   free_slots_.push_back(id.slot);
   if (route == nullptr) OnBindDone(ep, window, wc.status);  // a window bind
-  if (wc.status != hal::WcStatus::kSuccess) {
-    const Key key{ep->context(), ep->peer_path()};
-    NoteEvent("cqe_error", key, static_cast<uint64_t>(wc.status), ep->generation());
-    if (ep->state() != EndpointState::kRetiring) {
-      // One endpoint failure event: the rail counts it once (never per
-      // flushed CQE), unless the error is the peer's (non-retryable class).
-      if (!NonRetryable(wc.status)) RailError(ep->context(), env_->clock->NowNs());
-      Retire(ep, RetireReason::kErrorCompletion);
-    }
-  }
+  if (wc.status != hal::WcStatus::kSuccess) OnCqeError(ep, wc.status);
   if (route == nullptr) return;
   if (wc.status == hal::WcStatus::kSuccess) {
     ResolveSuccess(*route->task, slice, now_ns);
     return;
   }
   ResolveAttempt(route, slice, wc.status, false, ep->retire_reason(), now_ns);
+}
+
+void Worker::OnCqeError(Endpoint* ep, hal::WcStatus status) {
+  const Key key{ep->context(), ep->peer_path()};
+  NoteEvent("cqe_error", key, static_cast<uint64_t>(status), ep->generation());
+  if (ep->state() == EndpointState::kRetiring) return;
+  // One endpoint failure event: the rail counts it once (never per flushed
+  // CQE), unless the error is the peer's (non-retryable class).
+  if (!NonRetryable(status)) RailError(ep->context(), env_->clock->NowNs());
+  Retire(ep, RetireReason::kErrorCompletion);
 }
 
 void Worker::ResolveAttempt(const std::shared_ptr<TaskRoute>& route, uint32_t slice,
