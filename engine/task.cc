@@ -80,7 +80,7 @@ bool Task::TryLatch(TaskStatus why) {
   FERRY_UNREACHABLE();
 }
 
-std::optional<TaskStatus> Task::OnSliceFinal(bool failed) {
+std::optional<TaskStatus> Task::OnSliceFinalSlow(bool failed) {
   uint64_t raw = word_.load(std::memory_order_seq_cst);
   for (uint32_t round = 0; round <= slice_count_ + 2; ++round) {
     TaskWord w = TaskWord::Unpack(raw);

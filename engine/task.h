@@ -170,7 +170,10 @@ class Task {
  private:
   Task();  // invalid task
   // Records slice i as final (failed or not); publishes on the last one.
+  // Inline for the common case (a success that leaves slices unresolved:
+  // one CAS that only decrements); the rest is OnSliceFinalSlow.
   std::optional<TaskStatus> OnSliceFinal(bool failed);
+  std::optional<TaskStatus> OnSliceFinalSlow(bool failed);
   Step WithdrawIfLatched(uint32_t i);
 
   const TaskGeometry geometry_{};
@@ -197,6 +200,19 @@ inline bool Task::BeginPost(uint32_t i) {
 }
 
 inline void Task::PostAccepted(uint32_t i) { mutable_slice(i).PostAccepted(); }
+
+inline std::optional<TaskStatus> Task::OnSliceFinal(bool failed) {
+  uint64_t raw = word_.load(std::memory_order_seq_cst);
+  const bool unpublished =
+      ((raw >> TaskWord::kPublishedShift) & 0xff) == static_cast<uint8_t>(TaskStatus::kPending);
+  // Not the last slice, not failed, not published: nothing else changes
+  // (a failed CAS, e.g. a latch meanwhile, goes the whole way).
+  if (!failed && unpublished && (raw & TaskWord::kUnresolvedMask) > 1 &&
+      word_.compare_exchange_strong(raw, raw - 1, std::memory_order_seq_cst)) {
+    return std::nullopt;
+  }
+  return OnSliceFinalSlow(failed);
+}
 
 inline Task::Step Task::Resolve(uint32_t i, SliceOutcome outcome) {
   mutable_slice(i).Resolve(outcome);

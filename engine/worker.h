@@ -507,7 +507,15 @@ class Worker {
   // The same for a NIC this process may not have (no context index).
   void NoteEventAt(std::string_view kind, std::string_view nic, std::string_view path, uint64_t a,
                    uint64_t b);
-  uint32_t AllocSlot();
+  // A free slot (inline: once per post); a new one from GrowSlots when
+  // none is free.
+  uint32_t AllocSlot() {
+    if (free_slots_.empty()) return GrowSlots();
+    const uint32_t s = free_slots_.back();
+    free_slots_.pop_back();
+    return s;
+  }
+  uint32_t GrowSlots();
   CqQuota& Ledger(hal::CqHandle cq);
   // Ledger(ep.cq()), kept in the endpoint while no ledger was added or
   // dropped since (ledger_epoch_): a chain reads no map.

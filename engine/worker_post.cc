@@ -16,12 +16,8 @@ namespace ferry::engine {
 
 using namespace worker_internal;  // NOLINT(build/namespaces): the worker's own helpers
 
-uint32_t Worker::AllocSlot() {
-  if (!free_slots_.empty()) {
-    const uint32_t s = free_slots_.back();
-    free_slots_.pop_back();
-    return s;
-  }
+uint32_t Worker::GrowSlots() {
+  FERRY_CHECK(free_slots_.empty());
   slots_.emplace_back();
   // Bit 63 of a wr_id marks a receive WR (wr_id.h).
   FERRY_CHECK_LT(slots_.size(), size_t{1} << 31);
