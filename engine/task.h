@@ -33,6 +33,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/base/attributes.h"
 #include "base/check.h"
 #include "base/mutation.h"
 #include "engine/slice.h"
@@ -163,7 +164,7 @@ class Task {
   // POSTING -> QUEUED, then withdraws the slice if the task is latched.
   Step PostRejected(uint32_t i);
   // POSTED -> RESOLVED(kSuccess | kFailed).
-  Step Resolve(uint32_t i, SliceOutcome outcome);
+  ABSL_ATTRIBUTE_ALWAYS_INLINE Step Resolve(uint32_t i, SliceOutcome outcome);
   // POSTED -> QUEUED(next attempt), then withdraws if latched.
   Step Requeue(uint32_t i);
 

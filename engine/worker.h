@@ -304,12 +304,14 @@ class Worker {
   void OpenFor(const Key& key, PendingQueue& dq);
   // The chain path is inlined into PostKey (worker_post.cc, its only
   // caller): at one slice per key their calls cost about 110 instructions.
+  // FillWr is inlined into PostQpChain, its only caller (once per WR).
   ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool PostRound(const Key& key, Endpoint* ep, CqQuota& ledger,
                                                      PendingQueue& dq, uint32_t* budget);
   ABSL_ATTRIBUTE_ALWAYS_INLINE inline uint32_t TakeChain(
       Endpoint* ep, int64_t quota_free, uint32_t budget, PendingQueue& dq,
       std::array<uint32_t, kQpsPerEndpointMax>& taken);
-  void FillWr(ChainEntry& e, Endpoint* ep, uint32_t qi, Context* rc, hal::SendWr& wr);
+  ABSL_ATTRIBUTE_ALWAYS_INLINE inline void FillWr(ChainEntry& e, Endpoint* ep, uint32_t qi,
+                                                  Context* rc, hal::SendWr& wr);
   bool PostQpChain(const Key& key, Endpoint* ep, uint32_t qi, uint32_t n, uint32_t count,
                    CqQuota& ledger, uint32_t* budget);
   ABSL_ATTRIBUTE_ALWAYS_INLINE inline void ReturnUnposted(uint32_t n, PendingQueue& dq);
