@@ -462,7 +462,7 @@ class Worker {
                       bool evidence_by_destroy, RetireReason ep_reason, uint64_t now_ns);
   // ResolveAttempt's common case, a success CQE: inline, since HandleCqe
   // runs it once per slice (ResolveAttempt runs the same for its success).
-  void ResolveSuccess(Task& task, uint32_t slice, uint64_t now_ns) {
+  ABSL_ATTRIBUTE_ALWAYS_INLINE void ResolveSuccess(Task& task, uint32_t slice, uint64_t now_ns) {
     Slice& sl = task.mutable_slice(slice);
     sl.last_status = hal::WcStatus::kSuccess;
     sl.last_by_destroy = false;
