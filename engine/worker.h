@@ -457,11 +457,13 @@ class Worker {
   // (engine_notify_recv_no_quota): not, so a CQ sized for the send WRs
   // alone can overrun.
   bool RecvHoldsQuota() const { return !Mut(base::Mutation::kEngineNotifyRecvNoQuota); }
-  // `now_ns`: when the attempt's evidence was taken (C2's deadline check).
+  // An attempt's evidence other than a success CQE: an error CQE, or a
+  // destroy (evidence_by_destroy). `now_ns`: when the evidence was taken
+  // (C2's deadline check).
   void ResolveAttempt(const std::shared_ptr<TaskRoute>& route, uint32_t slice, hal::WcStatus st,
                       bool evidence_by_destroy, RetireReason ep_reason, uint64_t now_ns);
-  // ResolveAttempt's common case, a success CQE: inline, since HandleCqe
-  // runs it once per slice (ResolveAttempt runs the same for its success).
+  // A success CQE's attempt (the common case: inline, since HandleCqe
+  // runs it once per slice).
   ABSL_ATTRIBUTE_ALWAYS_INLINE void ResolveSuccess(Task& task, uint32_t slice, uint64_t now_ns) {
     Slice& sl = task.mutable_slice(slice);
     sl.last_status = hal::WcStatus::kSuccess;

@@ -102,10 +102,8 @@ void Worker::ResolveAttempt(const std::shared_ptr<TaskRoute>& route, uint32_t sl
                             hal::WcStatus st, bool evidence_by_destroy, RetireReason ep_reason,
                             uint64_t now_ns) {
   Task& task = *route->task;
-  if (!evidence_by_destroy && st == hal::WcStatus::kSuccess) {
-    ResolveSuccess(task, slice, now_ns);
-    return;
-  }
+  // A success CQE resolves through ResolveSuccess (HandleCqe).
+  FERRY_CHECK(evidence_by_destroy || st != hal::WcStatus::kSuccess);
   Slice& sl = task.mutable_slice(slice);
   sl.last_status = st;
   sl.last_by_destroy = evidence_by_destroy;
