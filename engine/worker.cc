@@ -406,7 +406,7 @@ void Worker::DrainInbox() {
   }
   for (InboxItem& item : items) {
     if (auto* s = std::get_if<InboxSubmit>(&item)) {
-      OnSubmit(s->route);
+      OnSubmit(std::move(s->route));
     } else if (auto* w = std::get_if<InboxWire>(&item)) {
       OnWire(*w);
     } else if (auto* a = std::get_if<InboxAsync>(&item)) {
@@ -419,12 +419,14 @@ void Worker::DrainInbox() {
   items.clear();
 }
 
-void Worker::OnSubmit(const std::shared_ptr<TaskRoute>& route) {
-  tasks_.push_back(route);
-  route->posted.reserve(route->task->slice_count());  // one entry per first post
-  next_task_deadline_ns_ = std::min(next_task_deadline_ns_, route->task->geometry().deadline_ns);
-  PendingQueue& dq = QueueOf(*route);
-  for (uint32_t i = 0; i < route->task->slice_count(); ++i) dq.emplace_back(route, i);
+void Worker::OnSubmit(std::shared_ptr<TaskRoute> route) {
+  TaskRoute* r = route.get();
+  FERRY_CHECK_EQ(r->owner_refs, 0u);  // given to one owner, once
+  tasks_.push_back(std::move(route));
+  r->posted.reserve(r->task->slice_count());  // one entry per first post
+  next_task_deadline_ns_ = std::min(next_task_deadline_ns_, r->task->geometry().deadline_ns);
+  PendingQueue& dq = QueueOf(*r);
+  for (uint32_t i = 0; i < r->task->slice_count(); ++i) dq.push_back(Pending{r, i});
 }
 
 void Worker::OnWire(const InboxWire& w) {

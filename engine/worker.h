@@ -63,6 +63,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/functional/function_ref.h"
+#include "base/check.h"
 #include "base/mutation.h"
 #include "base/mutex.h"
 #include "base/ring_queue.h"
@@ -76,8 +77,10 @@
 #include "engine/notify.h"
 #include "engine/owner.h"
 #include "engine/pending_keys.h"
+#include "engine/pending_queue.h"
 #include "engine/step.h"
 #include "engine/task.h"
+#include "engine/task_route.h"
 #include "ferry/config.h"
 #include "hal/clock.h"
 #include "hal/control_net.h"
@@ -126,50 +129,6 @@ struct WorkerEnv {
   std::function<void(uint32_t worker, const std::string& peer_path, uint64_t peer_incarnation,
                      absl::Span<const uint8_t> bytes)>
       notify_received;
-};
-
-// One request as the owner needs it (immutable after submit).
-struct TaskRoute {
-  // The route's task: in the route's own allocation (engine/task_block.h),
-  // or owned by task_holder (a notification's, a test's).
-  Task* task = nullptr;
-  std::shared_ptr<Task> task_holder;
-  void HoldTask(std::shared_ptr<Task> t) {
-    task = t.get();
-    task_holder = std::move(t);
-  }
-  OpKind op = OpKind::kRead;
-  uint64_t local_addr = 0;
-  uint64_t remote_addr = 0;
-  uint32_t context = 0;                          // local context index (rail)
-  std::shared_ptr<const std::string> peer_path;  // "host:port@nic", shared per segment
-  // EndpointKeyHash(context's device, *peer_path) when Submit computed it
-  // (to choose the owner); the owner's store lookup reuses it.
-  std::optional<uint64_t> key_hash;
-  uint32_t lkey = 0;
-  uint32_t rkey = 0;
-  uint64_t region = 0;           // local MR table id (lkey refreshed after a re-enable)
-  uint64_t segment = 0;          // SegmentHandle id the rkey came from
-  uint64_t segment_version = 0;  // that segment descriptor's version
-  uint64_t peer_incarnation =
-      0;  // that descriptor's peer incarnation (its rkeys are that process's)
-  // The peer range's window id when the peer's device reaches it through
-  // memory windows only (rkey is 0 then): each WR takes the rkey of the
-  // window bound on its QP (docs/security.md section 6).
-  uint64_t window = 0;
-  // A notification: one SEND of the `local_addr` slot (engine/notify.h),
-  // no remote address.
-  bool send = false;
-  // ---- owner only: one entry per WR posted for this task (the timeout
-  // sweep checks each against its QP's FIFO before retiring, C3).
-  struct PostedWr {
-    uint32_t slot = 0;
-    uint32_t generation = 0;
-    uint64_t qp_uid = 0;
-  };
-  absl::InlinedVector<PostedWr, 2> posted;  // inline: a small task allocates nothing
-  bool timeout_handled = false;
-  uint64_t lkey_epoch = 0;  // context epoch `lkey` belongs to
 };
 
 struct InboxSubmit {
@@ -244,7 +203,9 @@ class Worker {
   using Key = std::pair<uint32_t, std::string>;  // (context, peer path)
   using Store = EndpointStore<std::unique_ptr<Endpoint>>;
   struct Slot {
-    std::shared_ptr<TaskRoute> route;
+    // Counted in the route's owner_refs while set (TakeSlotRef/DropSlotRef);
+    // null for a window bind.
+    TaskRoute* route = nullptr;
     uint32_t slice = 0;
     uint32_t generation = 0;
     uint64_t qp_uid = 0;
@@ -263,13 +224,6 @@ class Worker {
     uint32_t index = 0;
     hal::QpHandle qp;  // kept after destroy (ledger key)
   };
-  struct Pending {
-    std::shared_ptr<TaskRoute> route;
-    uint32_t slice = 0;
-  };
-  // A key's queued slices, oldest first (a ring: filled and drained in
-  // steady state, it allocates nothing; std::deque allocated even empty).
-  using PendingQueue = base::RingQueue<Pending>;
   // One post_send chain being built by PostAll (a member so the WRs and
   // entries are not constructed and zeroed again for every chain).
   struct ChainEntry {
@@ -319,7 +273,7 @@ class Worker {
   void Sweep();
   void Reclaim();
 
-  void OnSubmit(const std::shared_ptr<TaskRoute>& route);
+  void OnSubmit(std::shared_ptr<TaskRoute> route);
   void OnWire(const InboxWire& w);
   void OnReq(const HandshakeMessage& m, const std::string& from);
   void OnRep(const HandshakeMessage& m, const std::string& from);
@@ -460,8 +414,8 @@ class Worker {
   // An attempt's evidence other than a success CQE: an error CQE, or a
   // destroy (evidence_by_destroy). `now_ns`: when the evidence was taken
   // (C2's deadline check).
-  void ResolveAttempt(const std::shared_ptr<TaskRoute>& route, uint32_t slice, hal::WcStatus st,
-                      bool evidence_by_destroy, RetireReason ep_reason, uint64_t now_ns);
+  void ResolveAttempt(TaskRoute& route, uint32_t slice, hal::WcStatus st, bool evidence_by_destroy,
+                      RetireReason ep_reason, uint64_t now_ns);
   // A success CQE's attempt (the common case: inline, since HandleCqe
   // runs it once per slice).
   ABSL_ATTRIBUTE_ALWAYS_INLINE void ResolveSuccess(Task& task, uint32_t slice, uint64_t now_ns) {
@@ -481,7 +435,25 @@ class Worker {
         !Mut(base::Mutation::kEngineCompleteAfterDeadline))
       (void)task.TryLatch(TaskStatus::kTimeout);
   }
-  void Requeue(const std::shared_ptr<TaskRoute>& route, uint32_t slice);
+  void Requeue(TaskRoute& route, uint32_t slice);
+  // A slot's route pointer is counted in the route's owner_refs while set
+  // (engine/task_route.h): SetSlotRoute when the WR is on its QP,
+  // ClearSlotRoute when the slot is freed. The route stays alive after the
+  // clear until the owner's next prune, which no caller reaches first.
+  static void SetSlotRoute(Slot& s, TaskRoute* route) {
+    FERRY_CHECK(s.route == nullptr && route != nullptr);
+    ++route->owner_refs;
+    s.route = route;
+  }
+  static TaskRoute* ClearSlotRoute(Slot& s) {
+    TaskRoute* route = s.route;
+    s.route = nullptr;
+    if (route != nullptr) {
+      FERRY_CHECK_GT(route->owner_refs, 0u);
+      --route->owner_refs;
+    }
+    return route;
+  }
   void DetachDestroyed(hal::QpHandle qp);
   // Resolves every WR on q's FIFO on destroy/close evidence (C1, C4).
   void ResolveFifoByEvidence(DataQp& q, RetireReason why);
@@ -626,6 +598,9 @@ class Worker {
   uint64_t ledger_epoch_ = 1;  // advanced by AddLedger and DropLedger (LedgerOf)
   std::map<uint64_t, std::pair<uint32_t, uint32_t>> errored_cqs_;  // CQ id -> (ctx, i)
   std::vector<Rail> rails_;                                        // per context
+  // The owner's one shared_ptr to each route it was given; a route leaves
+  // only when its task is terminal and nothing of the owner points at it
+  // (owner_refs 0: no queue entry, no slot).
   std::vector<std::shared_ptr<TaskRoute>> tasks_;
   size_t tasks_kept_ = 0;  // tasks_.size() after the last prune
   static constexpr size_t kTasksPruneMin = 64;

@@ -610,12 +610,12 @@ void Worker::FailBoundTo(const Key& key, uint64_t incarnation) {
   // back to the end, so the order of the rest is kept.
   const size_t n = dq.size();
   for (size_t i = 0; i < n; ++i) {
-    Pending p = std::move(dq.front());
+    const Pending p = dq.front();
     dq.pop_front();
     if (p.route->peer_incarnation == incarnation) {
       FailOtherIncarnation(p);
     } else {
-      dq.push_back(std::move(p));
+      dq.push_back(p);
     }
   }
 }

@@ -73,7 +73,7 @@ void Worker::HandleCqe(const hal::WorkCompletion& wc, hal::CqHandle cq, CqQuota&
   FERRY_CHECK_EQ(q.fifo.front(), id.slot);
   q.fifo.pop_front();
   FERRY_CHECK(ledger.ReleaseOnCqe(s.qp, &q.quota_hint).ok());
-  std::shared_ptr<TaskRoute> route = std::move(s.route);
+  TaskRoute* route = ClearSlotRoute(s);
   const uint32_t slice = s.slice;
   const uint64_t window = s.window;
   s.in_use = false;
@@ -85,7 +85,7 @@ void Worker::HandleCqe(const hal::WorkCompletion& wc, hal::CqHandle cq, CqQuota&
     ResolveSuccess(*route->task, slice, now_ns);
     return;
   }
-  ResolveAttempt(route, slice, wc.status, false, ep->retire_reason(), now_ns);
+  ResolveAttempt(*route, slice, wc.status, false, ep->retire_reason(), now_ns);
 }
 
 void Worker::OnCqeError(Endpoint* ep, hal::WcStatus status) {
@@ -98,10 +98,9 @@ void Worker::OnCqeError(Endpoint* ep, hal::WcStatus status) {
   Retire(ep, RetireReason::kErrorCompletion);
 }
 
-void Worker::ResolveAttempt(const std::shared_ptr<TaskRoute>& route, uint32_t slice,
-                            hal::WcStatus st, bool evidence_by_destroy, RetireReason ep_reason,
-                            uint64_t now_ns) {
-  Task& task = *route->task;
+void Worker::ResolveAttempt(TaskRoute& route, uint32_t slice, hal::WcStatus st,
+                            bool evidence_by_destroy, RetireReason ep_reason, uint64_t now_ns) {
+  Task& task = *route.task;
   // A success CQE resolves through ResolveSuccess (HandleCqe).
   FERRY_CHECK(evidence_by_destroy || st != hal::WcStatus::kSuccess);
   Slice& sl = task.mutable_slice(slice);
@@ -113,7 +112,7 @@ void Worker::ResolveAttempt(const std::shared_ptr<TaskRoute>& route, uint32_t sl
     // The peer rejected the rkey: its descriptor is refetched in the
     // background (the slice stays failed; later submits get the new keys).
     if (st == hal::WcStatus::kRemAccessErr && env_->remote_access_error)
-      env_->remote_access_error(id_, route->segment, route->segment_version);
+      env_->remote_access_error(id_, route.segment, route.segment_version);
     return;
   }
   // A flush (or destroy evidence) on a QP Ferry moved to ERR itself costs
@@ -146,18 +145,18 @@ void Worker::ResolveAttempt(const std::shared_ptr<TaskRoute>& route, uint32_t sl
       return;
     }
     ++sl.retries_used;
-    NoteEvent("retry", Key{route->context, *route->peer_path}, slice, sl.retries_used);
+    NoteEvent("retry", Key{route.context, *route.peer_path}, slice, sl.retries_used);
   } else {
-    NoteEvent("repost", Key{route->context, *route->peer_path}, slice, sl.reposts_used + 1);
+    NoteEvent("repost", Key{route.context, *route.peer_path}, slice, sl.reposts_used + 1);
   }
   ++sl.reposts_used;
   Requeue(route, slice);
 }
 
-void Worker::Requeue(const std::shared_ptr<TaskRoute>& route, uint32_t slice) {
-  route->task->Requeue(slice);
-  if (route->task->slice(slice).Load().state == SliceState::kQueued)
-    QueueOf(*route).push_front(Pending{route, slice});
+void Worker::Requeue(TaskRoute& route, uint32_t slice) {
+  route.task->Requeue(slice);
+  if (route.task->slice(slice).Load().state == SliceState::kQueued)
+    QueueOf(route).push_front(Pending{&route, slice});
 }
 
 void Worker::ResolveFifoByEvidence(DataQp& q, RetireReason why) {
@@ -167,12 +166,12 @@ void Worker::ResolveFifoByEvidence(DataQp& q, RetireReason why) {
     const uint32_t slot = q.fifo.front();
     q.fifo.pop_front();
     Slot& s = slots_[slot];
-    std::shared_ptr<TaskRoute> route = std::move(s.route);
+    TaskRoute* route = ClearSlotRoute(s);
     const uint32_t slice = s.slice;
     s.in_use = false;
     free_slots_.push_back(slot);
     if (route == nullptr) continue;  // a window bind: revoked with its endpoint
-    ResolveAttempt(route, slice, hal::WcStatus::kWrFlushErr, true, why, env_->clock->NowNs());
+    ResolveAttempt(*route, slice, hal::WcStatus::kWrFlushErr, true, why, env_->clock->NowNs());
   }
 }
 

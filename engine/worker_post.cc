@@ -44,7 +44,7 @@ void Worker::PostAll() {
   });
 }
 
-Worker::PendingQueue& Worker::QueueOf(const TaskRoute& route) {
+PendingQueue& Worker::QueueOf(const TaskRoute& route) {
   const std::string_view path = *route.peer_path;
   // Submit computed the key's hash to choose this owner (KeyHashOf); a
   // route a test built has none.
@@ -102,7 +102,7 @@ bool Worker::BoundElsewhere(const Endpoint& ep, const TaskRoute& route) const {
 void Worker::DropLatched(PendingQueue& dq) {
   if (Mut(base::Mutation::kEngineC2RepostLatched)) return;  // the bug: latched slices post
   while (!dq.empty() && dq.front().route->task->latched().has_value()) {
-    Pending p = dq.front();
+    const Pending p = dq.front();
     dq.pop_front();
     const TaskStatus why = *p.route->task->latched();
     p.route->task->TryWithdrawSlice(
@@ -128,7 +128,7 @@ uint32_t Worker::FailAllUnposted(PendingQueue& dq) {
   uint32_t withdrawn = 0;
   // Bounded by the queue's length.
   while (!dq.empty()) {
-    Pending p = std::move(dq.front());
+    const Pending p = dq.front();
     dq.pop_front();
     if (p.route->task->TryWithdrawSlice(p.slice, SliceOutcome::kFailed).moved) ++withdrawn;
   }
@@ -187,7 +187,7 @@ uint32_t Worker::TakeChain(Endpoint* ep, int64_t quota_free, uint32_t budget, Pe
     if (const uint64_t w = dq.front().route->window;
         w != 0 && !HasPeerWindows(*ep, w) && !Mut(base::Mutation::kEngineMwPostBeforeWin))
       break;
-    Pending p = std::move(dq.front());
+    const Pending p = dq.front();
     dq.pop_front();
     Task& task = *p.route->task;
     if (!task.BeginPost(p.slice)) {
@@ -199,7 +199,7 @@ uint32_t Worker::TakeChain(Endpoint* ep, int64_t quota_free, uint32_t budget, Pe
     }
     ChainEntry& e = chain_[n];
     FERRY_CHECK(e.p.route == nullptr);  // scratch is empty between chains
-    e.p = std::move(p);
+    e.p = p;
     e.qi = qi;
     e.posted = false;
     ++taken[qi];
@@ -214,9 +214,7 @@ void Worker::FillWr(ChainEntry& e, Endpoint* ep, uint32_t qi, Context* rc, hal::
   e.slot = AllocSlot();
   Slot& s = slots_[e.slot];
   s.generation = NextGeneration(s.generation);
-  // s.route is set once the WR is on the QP (PostQpChain): moved, not
-  // copied (a copy and the scratch's release are two atomic reference
-  // count changes per slice).
+  // s.route is set once the WR is on the QP (PostQpChain).
   s.slice = e.p.slice;
   s.qp_uid = q.uid;
   s.ep = ep;
@@ -281,7 +279,8 @@ bool Worker::PostQpChain(const Key& key, Endpoint* ep, uint32_t qi, uint32_t n, 
     q.fifo.push_back(e.slot);
     Slot& s = slots_[e.slot];
     e.p.route->posted.push_back(TaskRoute::PostedWr{e.slot, s.generation, q.uid});
-    s.route = std::move(e.p.route);  // the scratch entry is empty from here
+    SetSlotRoute(s, e.p.route);
+    e.p.route = nullptr;  // the scratch entry is empty from here
     NoteEvent("post", key, ep->generation(), q.qpn);
     e.posted = true;
     ++stats_.posted;
@@ -309,11 +308,11 @@ void Worker::ReturnUnposted(uint32_t n, PendingQueue& dq) {
     if (!e.posted) {
       Task& task = *e.p.route->task;
       task.PostRejected(e.p.slice);
-      if (task.slice(e.p.slice).Load().state == SliceState::kQueued) dq.push_front(std::move(e.p));
+      if (task.slice(e.p.slice).Load().state == SliceState::kQueued) dq.push_front(e.p);
     }
     // The scratch holds no task between chains (a posted entry's route
     // moved to its slot).
-    e.p.route.reset();
+    e.p.route = nullptr;
   }
 }
 

@@ -82,10 +82,12 @@ void Worker::SweepTimeouts(uint64_t now) {
 }
 
 void Worker::PruneFinishedTasks() {
-  // Order kept.
+  // Order kept. A terminal task's route stays while a queue entry or a
+  // slot of this owner still points at it (owner_refs: a canceled task's
+  // withdrawn slices wait in their queue until PostAll drops them).
   tasks_.erase(std::remove_if(tasks_.begin(), tasks_.end(),
                               [](const std::shared_ptr<TaskRoute>& t) {
-                                return IsTerminal(t->task->status());
+                                return t->owner_refs == 0 && IsTerminal(t->task->status());
                               }),
                tasks_.end());
   tasks_kept_ = tasks_.size();

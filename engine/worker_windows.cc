@@ -88,7 +88,7 @@ void Worker::FailWindowed(PendingQueue& dq, uint64_t window) {
   // The front slices of the refused range (bounded by the queue); a later
   // slice of it fails when it reaches the front.
   while (!dq.empty() && dq.front().route->window == window) {
-    Pending p = std::move(dq.front());
+    const Pending p = dq.front();
     dq.pop_front();
     if (!p.route->task->TryWithdrawSlice(p.slice, SliceOutcome::kFailed).moved) continue;
     ++stats_.windowed_failed;
@@ -234,7 +234,7 @@ void Worker::PostBinds(const Key& key, Endpoint* ep, uint64_t window, ExposedWin
         ex.failed = true;
       return;
     }
-    s.route.reset();
+    FERRY_CHECK(s.route == nullptr);  // a free slot holds no route
     s.slice = 0;
     s.qp_uid = q.uid;
     s.ep = ep;
