@@ -57,6 +57,10 @@ class RingQueue {
     FERRY_CHECK_GT(size_, 0u);
     return slots_[head_];
   }
+  T& back() {
+    FERRY_CHECK_GT(size_, 0u);
+    return slots_[(head_ + size_ - 1) & (slots_.size() - 1)];
+  }
   // The i-th element from the front.
   const T& operator[](size_t i) const {
     FERRY_CHECK_LT(i, size_);

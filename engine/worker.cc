@@ -426,7 +426,7 @@ void Worker::OnSubmit(std::shared_ptr<TaskRoute> route) {
   r->posted.reserve(r->task->slice_count());  // one entry per first post
   next_task_deadline_ns_ = std::min(next_task_deadline_ns_, r->task->geometry().deadline_ns);
   PendingQueue& dq = QueueOf(*r);
-  for (uint32_t i = 0; i < r->task->slice_count(); ++i) dq.push_back(Pending{r, i});
+  dq.PushAll(r, r->task->slice_count());
 }
 
 void Worker::OnWire(const InboxWire& w) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace ferry::engine {
@@ -27,9 +28,12 @@ TEST(PendingQueue, CountsEveryEntryPerRoute) {
   ASSERT_EQ(q.size(), 3u);
   EXPECT_EQ(q.front().route, &a);
   EXPECT_EQ(q.front().slice, 0u);
-  EXPECT_EQ(q[1].route, &b);
-  EXPECT_EQ(q[2].slice, 1u);
-  while (!q.empty()) q.pop_front();
+  std::vector<std::pair<TaskRoute*, uint32_t>> order;
+  while (!q.empty()) {
+    order.emplace_back(q.front().route, q.front().slice);
+    q.pop_front();
+  }
+  EXPECT_EQ(order, (std::vector<std::pair<TaskRoute*, uint32_t>>{{&a, 0}, {&b, 0}, {&a, 1}}));
   EXPECT_EQ(a.owner_refs, 0u);
   EXPECT_EQ(b.owner_refs, 0u);
 }
@@ -53,6 +57,35 @@ TEST(PendingQueue, CountsSurviveGrowth) {
   EXPECT_EQ(order[20], 0u);
   EXPECT_EQ(order.back(), 19u);
   EXPECT_EQ(r.owner_refs, 0u);
+}
+
+TEST(PendingQueue, RunsKeepTheOrderOfSingleEntries) {
+  // A task's slices as one run, a slice returned to the front of its run,
+  // a slice of another route between, and a back push that continues a run.
+  TaskRoute a, b;
+  PendingQueue q;
+  q.PushAll(&a, 4);
+  EXPECT_EQ(q.size(), 4u);
+  EXPECT_EQ(a.owner_refs, 4u);
+  q.pop_front();                 // a0
+  q.pop_front();                 // a1
+  q.push_front(Pending{&a, 1});  // joins the run: a1 a2 a3
+  q.push_front(Pending{&b, 7});  // a run of its own: b7 a1 a2 a3
+  q.push_back(Pending{&a, 5});   // not next to a3: a run of its own
+  q.push_back(Pending{&a, 6});   // continues a5
+  q.push_back(Pending{&b, 0});
+  EXPECT_EQ(q.size(), 7u);
+  EXPECT_EQ(a.owner_refs, 5u);
+  EXPECT_EQ(b.owner_refs, 2u);
+  std::vector<std::pair<TaskRoute*, uint32_t>> order;
+  while (!q.empty()) {
+    order.emplace_back(q.front().route, q.front().slice);
+    q.pop_front();
+  }
+  EXPECT_EQ(order, (std::vector<std::pair<TaskRoute*, uint32_t>>{
+                       {&b, 7}, {&a, 1}, {&a, 2}, {&a, 3}, {&a, 5}, {&a, 6}, {&b, 0}}));
+  EXPECT_EQ(a.owner_refs, 0u);
+  EXPECT_EQ(b.owner_refs, 0u);
 }
 
 TEST(PendingQueueDeathTest, NullRouteIsRefused) {
