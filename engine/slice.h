@@ -131,6 +131,7 @@ class Slice {
   // sees what the owner did before; the stores back to QUEUED are seq_cst,
   // see above).
   SliceWord OwnerLoad(SliceState expect) const;
+  uint64_t OwnerLoadRaw(SliceState expect) const;
   void OwnerStore(SliceWord to, std::memory_order order = std::memory_order_release);
 
   std::atomic<uint64_t> word_{SliceWord::Pack(SliceWord{})};
@@ -155,15 +156,29 @@ inline bool Slice::TryBeginPost(uint16_t attempt) {
   return word_.compare_exchange_strong(expected, desired, std::memory_order_seq_cst);
 }
 
+// The two transitions of every post and completion work on the raw word:
+// one check that its state and outcome bytes are exactly (expect, kNone)
+// and its high half is clear (what OwnerLoad's checks establish, as
+// strictly), then the new state and outcome written over those bytes (the
+// attempt kept).
+inline uint64_t Slice::OwnerLoadRaw(SliceState expect) const {
+  const uint64_t raw = word_.load(std::memory_order_acquire);
+  FERRY_CHECK_EQ(raw & 0xffffffff0000ffffull,
+                 SliceWord::Pack(SliceWord{expect, SliceOutcome::kNone, 0}));
+  return raw;
+}
+
 inline void Slice::PostAccepted() {
-  const SliceWord w = OwnerLoad(SliceState::kPosting);
-  OwnerStore(SliceWord{SliceState::kPosted, SliceOutcome::kNone, w.attempt});
+  const uint64_t raw = OwnerLoadRaw(SliceState::kPosting);
+  word_.store((raw & ~0xffffull) | SliceWord::Pack(SliceWord{SliceState::kPosted}),
+              std::memory_order_release);
 }
 
 inline void Slice::Resolve(SliceOutcome outcome) {
   FERRY_CHECK(outcome == SliceOutcome::kSuccess || outcome == SliceOutcome::kFailed);
-  const SliceWord w = OwnerLoad(SliceState::kPosted);
-  OwnerStore(SliceWord{SliceState::kResolved, outcome, w.attempt});
+  const uint64_t raw = OwnerLoadRaw(SliceState::kPosted);
+  word_.store((raw & ~0xffffull) | SliceWord::Pack(SliceWord{SliceState::kResolved, outcome, 0}),
+              std::memory_order_release);
 }
 
 }  // namespace ferry::engine

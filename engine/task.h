@@ -111,10 +111,13 @@ class Task {
   TaskStatus status() const { return LoadWord().published; }  // PENDING before publish
   TaskWord LoadWord() const { return TaskWord::Unpack(word_.load(std::memory_order_seq_cst)); }
   // The latched CANCELED/TIMEOUT, if any (also after publish).
+  // (Reads the latch byte alone: BeginPost and every completion ask.)
   std::optional<TaskStatus> latched() const {
-    const TaskWord w = LoadWord();
-    if (w.latch == TaskStatus::kPending) return std::nullopt;
-    return w.latch;
+    const auto latch = static_cast<uint8_t>(
+        (word_.load(std::memory_order_seq_cst) >> TaskWord::kLatchShift) & 0xff);
+    FERRY_CHECK_LE(latch, static_cast<uint8_t>(TaskStatus::kInvalid));
+    if (latch == static_cast<uint8_t>(TaskStatus::kPending)) return std::nullopt;
+    return static_cast<TaskStatus>(latch);
   }
   uint32_t slice_count() const { return slice_count_; }
   const Slice& slice(uint32_t i) const {
@@ -128,6 +131,19 @@ class Task {
   uint64_t SliceOffsetBytes(uint32_t i) const {
     FERRY_CHECK_LT(i, slice_count_);
     return uint64_t{i} * geometry_.slice_size_bytes;
+  }
+  // Both of slice i's figures with one bounds check (every post).
+  struct SliceBytes {
+    uint64_t offset = 0;
+    uint32_t length = 0;
+  };
+  SliceBytes SliceSpanBytes(uint32_t i) const {
+    FERRY_CHECK_LT(i, slice_count_);
+    const uint64_t off = uint64_t{i} * geometry_.slice_size_bytes;
+    const uint64_t rest = geometry_.length_bytes - off;
+    return SliceBytes{
+        off, static_cast<uint32_t>(rest < geometry_.slice_size_bytes ? rest
+                                                                     : geometry_.slice_size_bytes)};
   }
   uint32_t SliceLengthBytes(uint32_t i) const {
     const uint64_t rest = geometry_.length_bytes - SliceOffsetBytes(i);
@@ -164,7 +180,12 @@ class Task {
   // POSTING -> QUEUED, then withdraws the slice if the task is latched.
   Step PostRejected(uint32_t i);
   // POSTED -> RESOLVED(kSuccess | kFailed).
-  ABSL_ATTRIBUTE_ALWAYS_INLINE Step Resolve(uint32_t i, SliceOutcome outcome);
+  ABSL_ATTRIBUTE_ALWAYS_INLINE Step Resolve(uint32_t i, SliceOutcome outcome) {
+    return Resolve(mutable_slice(i), outcome);
+  }
+  // The same for a slice the caller holds (one of this task's, from
+  // mutable_slice: checked here by address).
+  ABSL_ATTRIBUTE_ALWAYS_INLINE Step Resolve(Slice& s, SliceOutcome outcome);
   // POSTED -> QUEUED(next attempt), then withdraws if latched.
   Step Requeue(uint32_t i);
 
@@ -215,8 +236,9 @@ inline std::optional<TaskStatus> Task::OnSliceFinal(bool failed) {
   return OnSliceFinalSlow(failed);
 }
 
-inline Task::Step Task::Resolve(uint32_t i, SliceOutcome outcome) {
-  mutable_slice(i).Resolve(outcome);
+inline Task::Step Task::Resolve(Slice& s, SliceOutcome outcome) {
+  FERRY_CHECK(&s >= slices_ && &s < slices_ + slice_count_);
+  s.Resolve(outcome);
   Step step;
   step.moved = true;
   step.published = OnSliceFinal(outcome == SliceOutcome::kFailed);

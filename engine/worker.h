@@ -228,6 +228,7 @@ class Worker {
   // entries are not constructed and zeroed again for every chain).
   struct ChainEntry {
     Pending p;
+    Slice* sl = nullptr;  // p's slice (TakeChain looked it up once)
     uint32_t qi = 0;
     uint32_t slot = 0;
     bool posted = false;
@@ -423,7 +424,7 @@ class Worker {
     sl.last_status = hal::WcStatus::kSuccess;
     sl.last_by_destroy = false;
     LatchIfExpired(task, now_ns);
-    task.Resolve(slice, SliceOutcome::kSuccess);
+    task.Resolve(sl, SliceOutcome::kSuccess);
   }
   // C2: a slice that resolves after its task's deadline, before the sweep
   // judged the task (a poll phase ahead of the sweep, a step after a pause

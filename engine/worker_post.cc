@@ -200,6 +200,7 @@ uint32_t Worker::TakeChain(Endpoint* ep, int64_t quota_free, uint32_t budget, Pe
     ChainEntry& e = chain_[n];
     FERRY_CHECK(e.p.route == nullptr);  // scratch is empty between chains
     e.p = p;
+    e.sl = &task.mutable_slice(p.slice);
     e.qi = qi;
     e.posted = false;
     ++taken[qi];
@@ -222,7 +223,7 @@ void Worker::FillWr(ChainEntry& e, Endpoint* ep, uint32_t qi, Context* rc, hal::
   s.qp = q.qp.get();
   s.in_use = true;
   s.window = 0;
-  task.mutable_slice(e.p.slice).wr_generation = s.generation;
+  e.sl->wr_generation = s.generation;
   // Every field the chain varies is set; sg_list[1..] and imm_data keep the
   // zeroes they were constructed with.
   wr.wr_id = EncodeWrId(WrId{e.slot, s.generation});
@@ -231,14 +232,13 @@ void Worker::FillWr(ChainEntry& e, Endpoint* ep, uint32_t qi, Context* rc, hal::
                                                : hal::Opcode::kRdmaWrite;
   wr.send_flags = hal::kSendSignaled;
   wr.num_sge = 1;
-  const uint64_t off = task.SliceOffsetBytes(e.p.slice);
   if (e.p.route->lkey_epoch != rc->epoch()) {
     // The context was re-enabled since submit: its MRs have new keys.
     auto keys = rc->KeysOf(e.p.route->region);
     if (keys.ok()) e.p.route->lkey = keys->lkey;
     e.p.route->lkey_epoch = rc->epoch();
   }
-  const uint32_t len = task.SliceLengthBytes(e.p.slice);
+  const auto [off, len] = task.SliceSpanBytes(e.p.slice);
   wr.sg_list[0] = hal::Sge{e.p.route->local_addr + off, len, e.p.route->lkey};
   // Small WRITEs and SENDs inline: their bytes go with the WQE.
   if (len <= q.max_inline_data && len <= cfg_.inline_bytes_max && e.p.route->op != OpKind::kRead) {
@@ -275,7 +275,7 @@ bool Worker::PostQpChain(const Key& key, Endpoint* ep, uint32_t qi, uint32_t n, 
   FERRY_CHECK(r.status.ok() || posted < m);
   for (uint32_t j = 0; j < posted; ++j) {
     ChainEntry& e = chain_[in_chain[j]];
-    e.p.route->task->PostAccepted(e.p.slice);
+    e.sl->PostAccepted();  // Task::PostAccepted, its slice looked up once
     q.fifo.push_back(e.slot);
     Slot& s = slots_[e.slot];
     e.p.route->posted.push_back(TaskRoute::PostedWr{e.slot, s.generation, q.uid});
