@@ -143,6 +143,7 @@ bool Worker::PostRound(const Key& key, Endpoint* ep, CqQuota& ledger, PendingQue
   std::array<uint32_t, kQpsPerEndpointMax> taken;
   std::fill_n(taken.begin(), nqp, 0u);
   const uint32_t rr_start = ep->round_robin;
+  const uint32_t budget_before = *budget;
   const uint32_t n = TakeChain(ep, ledger.free(), *budget, dq, taken);
   if (n == 0) return false;
   // One chain per QP, in round-robin order; a refused reservation or a short
@@ -153,7 +154,10 @@ bool Worker::PostRound(const Key& key, Endpoint* ep, CqQuota& ledger, PendingQue
     if (taken[qi] == 0) continue;
     stop = !PostQpChain(key, ep, qi, n, taken[qi], ledger, budget);
   }
-  ReturnUnposted(n, dq);
+  // Each WR posted took one of the budget; with all n posted every scratch
+  // entry is empty already (PostQpChain moved its route to its slot).
+  FERRY_CHECK_LE(budget_before - *budget, n);
+  if (budget_before - *budget < n) ReturnUnposted(n, dq);
   return !stop;
 }
 
@@ -166,14 +170,21 @@ uint32_t Worker::TakeChain(Endpoint* ep, int64_t quota_free, uint32_t budget, Pe
   const uint32_t nqp = static_cast<uint32_t>(ep->qps().size());
   const uint32_t take_max = static_cast<uint32_t>(
       std::min<int64_t>(std::min(kChainMax, budget), std::max<int64_t>(quota_free, 1)));
+  FERRY_CHECK_LT(ep->round_robin, nqp);
+  // Each QP's free WR slots, read once for the chain (only [0, nqp)).
+  std::array<uint32_t, kQpsPerEndpointMax> room;
+  for (uint32_t k = 0; k < nqp; ++k) {
+    const size_t used = ep->qps()[k].fifo.size();
+    room[k] = used < ep->wr_depth() ? static_cast<uint32_t>(ep->wr_depth() - used) : 0;
+  }
   uint32_t n = 0;
   for (uint32_t guard = 0; guard < kPostsPerStepMax && n < take_max && !dq.empty(); ++guard) {
     uint32_t qi = nqp;
-    for (uint32_t k = 0; k < nqp; ++k) {
-      const uint32_t cand = (ep->round_robin + k) % nqp;
-      if (ep->qps()[cand].fifo.size() + taken[cand] < ep->wr_depth()) {
+    uint32_t cand = ep->round_robin;
+    for (uint32_t k = 0; k < nqp; ++k, cand = cand + 1 == nqp ? 0 : cand + 1) {
+      if (taken[cand] < room[cand]) {
         qi = cand;
-        ep->round_robin = (cand + 1) % nqp;
+        ep->round_robin = cand + 1 == nqp ? 0 : cand + 1;
         break;
       }
     }
