@@ -100,14 +100,15 @@ absl::Status CqQuota::Unreserve(hal::QpHandle qp, uint32_t n) {
   return absl::OkStatus();
 }
 
-absl::Status CqQuota::StrayCqe(hal::QpHandle qp, const Entry* found) {
+absl::Status CqQuota::StrayCqes(hal::QpHandle qp, uint32_t n, const Entry* found) {
+  FERRY_CHECK_GT(n, 0u);  // a batch of none is the caller's bug
   ++stray_cqes_;
   if (found == nullptr)
     return absl::NotFoundError(
         absl::StrFormat("CqQuota: CQE of QP %d, which holds no quota here", qp.id));
-  FERRY_CHECK_EQ(found->held, 0);
-  return absl::FailedPreconditionError(
-      absl::StrFormat("CqQuota: CQE of QP %d beyond its reserved WRs", qp.id));
+  FERRY_CHECK_LT(found->held, int64_t{n});
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "CqQuota: %u CQEs of QP %d beyond its reserved WRs (%d held)", n, qp.id, found->held));
 }
 
 absl::Status CqQuota::MarkRetiring(hal::QpHandle qp) {

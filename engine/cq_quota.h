@@ -105,11 +105,18 @@ class CqQuota {
   // holds nothing: nothing changes and the call is counted in stray_cqes().
   // The common case (a hinted QP holding quota) is inline: once per CQE.
   absl::Status ReleaseOnCqe(hal::QpHandle qp, QpHint* hint = nullptr) {
+    return ReleaseOnCqes(qp, 1, hint);
+  }
+  // The same for n >= 1 CQEs of `qp` polled in one batch (the worker returns
+  // a poll batch's success CQEs per QP at once). When `qp` holds fewer than
+  // n nothing changes: kNotFound or kFailedPrecondition as above (counted
+  // as one stray).
+  absl::Status ReleaseOnCqes(hal::QpHandle qp, uint32_t n, QpHint* hint = nullptr) {
     Entry* e = Find(qp.id, hint);
-    if (e == nullptr || e->held == 0) return StrayCqe(qp, e);
-    --e->held;
-    --reserved_;
-    if (IsZombie(e->state)) --zombie_;
+    if (e == nullptr || e->held < int64_t{n} || n == 0) return StrayCqes(qp, n, e);
+    e->held -= n;
+    reserved_ -= n;
+    if (IsZombie(e->state)) zombie_ -= n;
     AfterOp();
     return absl::OkStatus();
   }
@@ -183,7 +190,7 @@ class CqQuota {
   // The errors of Reserve (nothing reserved) and ReleaseOnCqe (counted in
   // stray_cqes_); `e`: Find's result.
   absl::Status ReserveRefused(hal::QpHandle qp, uint32_t n, const Entry* e) const;
-  absl::Status StrayCqe(hal::QpHandle qp, const Entry* e);
+  absl::Status StrayCqes(hal::QpHandle qp, uint32_t n, const Entry* e);
   void LayoutChanged() { ++layout_; }
   void AfterOp() const {
     if (check_every_op_) CheckAfterOp();

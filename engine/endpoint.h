@@ -106,6 +106,11 @@ struct DataQp {
   // per slice; docs/operations.md 3.2).
   CqQuota::QpHint quota_hint;      // the worker's ledger lookups of this QP
   base::RingQueue<uint32_t> fifo;  // slots of posted WRs, in post order
+  // Success CQEs of the poll batch being handled whose quota the worker
+  // has not returned yet (it returns them per QP at the batch's end, or
+  // before anything else touches the ledger); 0 between batches.
+  uint32_t cqes_to_release = 0;
+  hal::QpHandle release_qp;  // the handle they were posted on (the ledger's key)
   // Posted receive WRs in post order: (notification slot, receive seq).
   // (A RingQueue: an empty std::deque allocates its map and a 512-byte
   // chunk, about 600 bytes of heap per QP that never posts a receive.)

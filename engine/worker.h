@@ -398,6 +398,18 @@ class Worker {
                                                      uint64_t now_ns);
   // An error CQE on `ep`: noted, and the endpoint retired (once).
   void OnCqeError(Endpoint* ep, hal::WcStatus status);
+  // A success CQE's quota, kept for the batch's end (one ledger call per QP
+  // per batch instead of one per CQE); FlushCqeReleases returns them all.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE void DeferCqeRelease(DataQp& q, hal::QpHandle qp) {
+    if (q.cqes_to_release == 0) {
+      FERRY_CHECK_LT(release_n_, kReleaseQpsMax);
+      release_qps_[release_n_++] = &q;
+      q.release_qp = qp;
+    }
+    FERRY_CHECK_EQ(q.release_qp.id, qp.id);
+    ++q.cqes_to_release;
+  }
+  void FlushCqeReleases(CqQuota& ledger);
   // ---- notifications, receive side (worker_notify.cc)
   // Posts up to n receive WRs on QP qi of `ep`, each with a receive slot
   // and one CQE of quota (N4); fewer when slots or quota run out.
@@ -608,6 +620,11 @@ class Worker {
   std::vector<InboxItem> drain_scratch_;          // DrainInbox scratch; empty between calls
   std::array<ChainEntry, kChainMax> chain_;       // PostAll scratch; empty between calls
   std::array<hal::SendWr, kChainMax> chain_wrs_;  // sg_list[1..] and imm_data stay 0
+  // The QPs with success CQEs of the current poll batch not yet returned to
+  // the CQ's ledger (DataQp::cqes_to_release); empty between batches.
+  static constexpr uint32_t kReleaseQpsMax = 32;  // >= the poll batch
+  std::array<DataQp*, kReleaseQpsMax> release_qps_{};
+  uint32_t release_n_ = 0;
   uint64_t post_now_ns_ = 0;  // PostAll's one clock reading, for its pass's checks and posts
   // Test-only (kEngineMwReuseAcrossEndpoints): the peer windows of a
   // retired endpoint, handed to the next endpoint of its key.

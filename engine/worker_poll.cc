@@ -36,6 +36,7 @@ void Worker::PollAll() {
         break;
       }
       for (uint32_t k = 0; k < *n; ++k) HandleCqe(wcs[k], cq, ledger, now);
+      if (release_n_ > 0) FlushCqeReleases(ledger);
       auto forgotten = ledger.PollFinished(ticket, *n);
       FERRY_CHECK(forgotten.ok());
       // Evidence: destroyed and the CQ polled empty after the destroy.
@@ -50,6 +51,7 @@ void Worker::HandleCqe(const hal::WorkCompletion& wc, hal::CqHandle cq, CqQuota&
   ++stats_.cqes;
   // A receive WR (notifications): never on the send FIFO.
   if (IsRecvWrId(wc.wr_id)) {
+    if (release_n_ > 0) FlushCqeReleases(ledger);  // the ledger in CQE order
     HandleRecvCqe(wc);
     return;
   }
@@ -69,15 +71,17 @@ void Worker::HandleCqe(const hal::WorkCompletion& wc, hal::CqHandle cq, CqQuota&
   DataQp& q = ep->qps()[s.qp_index];
   FERRY_CHECK_EQ(q.uid, s.qp_uid);
   // Completions of one QP keep post order.
-  FERRY_CHECK(!q.fifo.empty());
-  FERRY_CHECK_EQ(q.fifo.front(), id.slot);
+  FERRY_CHECK_EQ(q.fifo.front(), id.slot);  // (front() checks it is not empty)
   q.fifo.pop_front();
-  FERRY_CHECK(ledger.ReleaseOnCqe(s.qp, &q.quota_hint).ok());
+  DeferCqeRelease(q, s.qp);
   TaskRoute* route = ClearSlotRoute(s);
   const uint32_t slice = s.slice;
   const uint64_t window = s.window;
   s.in_use = false;
   free_slots_.push_back(id.slot);
+  // Anything else that may touch the ledger sees it as per-CQE returns
+  // would have left it.
+  if (route == nullptr || wc.status != hal::WcStatus::kSuccess) FlushCqeReleases(ledger);
   if (route == nullptr) OnBindDone(ep, window, wc.status);  // a window bind
   if (wc.status != hal::WcStatus::kSuccess) OnCqeError(ep, wc.status);
   if (route == nullptr) return;
@@ -86,6 +90,17 @@ void Worker::HandleCqe(const hal::WorkCompletion& wc, hal::CqHandle cq, CqQuota&
     return;
   }
   ResolveAttempt(*route, slice, wc.status, false, ep->retire_reason(), now_ns);
+}
+
+void Worker::FlushCqeReleases(CqQuota& ledger) {
+  static_assert(kPollBatch <= kReleaseQpsMax);
+  for (uint32_t i = 0; i < release_n_; ++i) {
+    DataQp& q = *release_qps_[i];
+    FERRY_CHECK_GT(q.cqes_to_release, 0u);
+    FERRY_CHECK(ledger.ReleaseOnCqes(q.release_qp, q.cqes_to_release, &q.quota_hint).ok());
+    q.cqes_to_release = 0;
+  }
+  release_n_ = 0;
 }
 
 void Worker::OnCqeError(Endpoint* ep, hal::WcStatus status) {

@@ -83,6 +83,29 @@ TEST(CqQuota, CqeAndRejectedPostReturnQuota) {
   EXPECT_EQ(q.reserved(), 0);
 }
 
+TEST(CqQuota, ABatchOfCqesReturnsTheirQuotaAtOnceOrNothing) {
+  CqQuota q = MakeLedger(8, 8);
+  ASSERT_TRUE(q.AddQp(kA).ok());
+  ASSERT_TRUE(q.AddQp(kB).ok());
+  ASSERT_TRUE(q.Reserve(kA, 5).ok());
+  ASSERT_TRUE(q.Reserve(kB, 2).ok());
+  CqQuota::QpHint hint;
+  ASSERT_TRUE(q.ReleaseOnCqes(kA, 3, &hint).ok());
+  EXPECT_EQ(q.reserved(), 4);
+  // More than the QP holds: refused whole, one stray, nothing returned.
+  EXPECT_EQ(q.ReleaseOnCqes(kA, 3, &hint).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(q.stray_cqes(), 1u);
+  EXPECT_EQ(q.reserved(), 4);
+  // A retiring QP's batch is zombie quota returned.
+  ASSERT_TRUE(q.MarkRetiring(kB).ok());
+  EXPECT_EQ(q.zombie_held(), 2);
+  ASSERT_TRUE(q.ReleaseOnCqes(kB, 2).ok());
+  EXPECT_EQ(q.zombie_held(), 0);
+  EXPECT_EQ(q.reserved(), 2);
+  EXPECT_EQ(q.ReleaseOnCqes(hal::QpHandle{99}, 1).code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(q.CheckInvariants().ok());
+}
+
 TEST(CqQuota, AHintFollowsItsQpAcrossAddsAndForgets) {
   CqQuota q = MakeLedger(8);
   ASSERT_TRUE(q.AddQp(kA).ok());
