@@ -147,6 +147,7 @@ using InboxItem = std::variant<InboxSubmit, InboxWire, InboxAsync, InboxShutdown
 
 // WRs per post_send chain: PostAll posts one chain per QP per round.
 inline constexpr uint32_t kChainMax = 32;
+static_assert(kChainMax <= 256, "chain indexes are kept as uint8_t (Worker::chain_by_qp_)");
 
 class Worker {
  public:
@@ -620,6 +621,9 @@ class Worker {
   std::vector<InboxItem> drain_scratch_;          // DrainInbox scratch; empty between calls
   std::array<ChainEntry, kChainMax> chain_;       // PostAll scratch; empty between calls
   std::array<hal::SendWr, kChainMax> chain_wrs_;  // sg_list[1..] and imm_data stay 0
+  // Per QP of the chain, the chain_ indexes TakeChain gave it, in take
+  // order (only the first taken[qi] of each are meaningful).
+  std::array<std::array<uint8_t, kChainMax>, kQpsPerEndpointMax> chain_by_qp_;
   // The QPs with success CQEs of the current poll batch not yet returned to
   // the CQ's ledger (DataQp::cqes_to_release); empty between batches.
   static constexpr uint32_t kReleaseQpsMax = 32;  // >= the poll batch

@@ -178,6 +178,7 @@ uint32_t Worker::TakeChain(Endpoint* ep, int64_t quota_free, uint32_t budget, Pe
     room[k] = used < ep->wr_depth() ? static_cast<uint32_t>(ep->wr_depth() - used) : 0;
   }
   uint32_t n = 0;
+  const TaskRoute* checked = nullptr;  // the last route that passed the C6 and window checks
   for (uint32_t guard = 0; guard < kPostsPerStepMax && n < take_max && !dq.empty(); ++guard) {
     uint32_t qi = nqp;
     uint32_t cand = ep->round_robin;
@@ -192,13 +193,17 @@ uint32_t Worker::TakeChain(Endpoint* ep, int64_t quota_free, uint32_t budget, Pe
     // Its rkeys are another process's than the one this endpoint reaches
     // (C6): the chain stops before it; PostAll retires the endpoint once
     // it is idle.
-    if (BoundElsewhere(*ep, *dq.front().route)) break;
     // A windowed range without its windows on this endpoint yet: the
-    // chain stops before it (PostKey asks for them).
-    if (const uint64_t w = dq.front().route->window;
-        w != 0 && !HasPeerWindows(*ep, w) && !Mut(base::Mutation::kEngineMwPostBeforeWin))
-      break;
+    // chain stops before it (PostKey asks for them). Both answers depend
+    // on the endpoint and the route only: asked once per run of one route.
     const Pending p = dq.front();
+    if (p.route != checked) {
+      if (BoundElsewhere(*ep, *p.route)) break;
+      if (const uint64_t w = p.route->window;
+          w != 0 && !HasPeerWindows(*ep, w) && !Mut(base::Mutation::kEngineMwPostBeforeWin))
+        break;
+      checked = p.route;
+    }
     dq.pop_front();
     Task& task = *p.route->task;
     if (!task.BeginPost(p.slice)) {
@@ -214,6 +219,7 @@ uint32_t Worker::TakeChain(Endpoint* ep, int64_t quota_free, uint32_t budget, Pe
     e.sl = &task.mutable_slice(p.slice);
     e.qi = qi;
     e.posted = false;
+    chain_by_qp_[qi][taken[qi]] = static_cast<uint8_t>(n);
     ++taken[qi];
     ++n;
   }
@@ -270,15 +276,16 @@ bool Worker::PostQpChain(const Key& key, Endpoint* ep, uint32_t qi, uint32_t n, 
   DataQp& q = ep->qps()[qi];
   if (!ledger.Reserve(q.qp.get(), count, &q.quota_hint).ok()) return false;  // goes back below
   std::array<hal::SendWr, kChainMax>& wrs = chain_wrs_;
-  std::array<uint32_t, kChainMax> in_chain;  // chain_ index of wrs[j]
+  // chain_ index of wrs[j], in take order (TakeChain's list for this QP).
+  const std::array<uint8_t, kChainMax>& in_chain = chain_by_qp_[qi];
   Context* rc = env_->contexts[key.first];
-  uint32_t m = 0;
-  for (uint32_t i = 0; i < n; ++i) {
-    if (chain_[i].qi != qi) continue;
-    FillWr(chain_[i], ep, qi, rc, wrs[m]);
-    in_chain[m++] = i;
+  FERRY_CHECK_LE(count, kChainMax);
+  const uint32_t m = count;
+  for (uint32_t j = 0; j < m; ++j) {
+    ChainEntry& e = chain_[in_chain[j]];
+    FERRY_CHECK(in_chain[j] < n && e.qi == qi);
+    FillWr(e, ep, qi, rc, wrs[j]);
   }
-  FERRY_CHECK_EQ(m, count);
   const hal::PostResult r = env_->verbs->PostSend(q.qp.get(), absl::MakeConstSpan(wrs.data(), m));
   // WRs [0, posted) are on the QP; [posted, m) were not posted.
   const uint32_t posted = r.status.ok() ? m : r.first_bad;
