@@ -143,6 +143,8 @@ enum class Mutation : uint32_t {
   kEngineRetireTimerDrainsUnconnected,  // engine: a retiring QP that never connected (receive
                                         // WRs posted in INIT) is timed at the drain deadline,
                                         // though RetireStep destroys it at once
+  kEngineCancelNoWake,  // engine: a Cancel that withdrew queued slices does not wake their
+                        // owner, whose queue still holds them (a full store waits on it)
   kCount,
 };
 
@@ -325,6 +327,8 @@ inline std::string_view MutationName(Mutation m) {
       return "engine_wait_ignores_droppable";
     case Mutation::kEngineRetireTimerDrainsUnconnected:
       return "engine_retire_timer_drains_unconnected";
+    case Mutation::kEngineCancelNoWake:
+      return "engine_cancel_no_wake";
     case Mutation::kCount:
       break;
   }

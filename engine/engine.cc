@@ -914,10 +914,22 @@ absl::Status EngineImpl::Cancel(TaskId task) {
   }
   if (t->task->TryLatch(TaskStatus::kCanceled)) {
     std::optional<TaskStatus> published;
-    t->task->WithdrawQueued(&published);
+    const uint32_t withdrawn = t->task->WithdrawQueued(&published);
     // A task with nothing posted publishes here, on this thread: its
     // waiters must not wait for the next worker step to learn it.
     if (published.has_value()) engine::RuntimeNotifyProgress(this);
+    // The withdrawn slices are still in their owner's queue until its
+    // PostAll drops them, and an owner asleep may be waiting on that very
+    // queue (a full endpoint store whose only evictable endpoint is this
+    // key's: ferry-sim seed 664135965). Its wait set now says work: an
+    // inbox item wakes it (any runtime steps an owner with inbox items).
+    const bool no_wake =
+        mutations_ != nullptr && mutations_->on(base::Mutation::kEngineCancelNoWake);
+    if (withdrawn > 0 && t->key_hash.has_value() && !no_wake) {
+      const uint32_t owner = OwnerOfRoute(*t);
+      workers_[owner]->Push(engine::InboxRecheck{});
+      Wake(owner);
+    }
   }
   return absl::OkStatus();
 }

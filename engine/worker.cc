@@ -411,6 +411,8 @@ void Worker::DrainInbox() {
       OnWire(*w);
     } else if (auto* a = std::get_if<InboxAsync>(&item)) {
       OnAsync(a->event);
+    } else if (std::holds_alternative<InboxRecheck>(item)) {
+      // Nothing to apply: this step's PostAll drops the withdrawn slices.
     } else {
       shutdown_ = true;
       for (Endpoint* ep : LiveList()) Retire(ep, RetireReason::kShutdown);

@@ -143,7 +143,11 @@ struct InboxAsync {
   hal::AsyncEvent event;
 };
 struct InboxShutdown {};
-using InboxItem = std::variant<InboxSubmit, InboxWire, InboxAsync, InboxShutdown>;
+// A user thread changed what the owner's queues hold without the owner (a
+// Cancel withdrew queued slices, which stay queued until PostAll drops
+// them): the owner steps and its wait set sees the change. Carries nothing.
+struct InboxRecheck {};
+using InboxItem = std::variant<InboxSubmit, InboxWire, InboxAsync, InboxShutdown, InboxRecheck>;
 
 // WRs per post_send chain: PostAll posts one chain per QP per round.
 inline constexpr uint32_t kChainMax = 32;

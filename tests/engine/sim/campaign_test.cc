@@ -183,8 +183,10 @@ TEST(CampaignOracle, Seed1TimeoutBeforeTheDeadlineIsNamed) {
 // owner (session 11) the run goes another way and the evidence rule is
 // first.
 TEST(CampaignOracle, Seed2EarlyPublishIsNamedByTheEvidenceRule) {
+  // (Task 177 on h0 until session 39; since a Cancel wakes the owner of its
+  // withdrawn slices the run reaches another canceled task first.)
   ExpectFoundUnder(2, {base::Mutation::kEngineC1EarlyPublish}, simworld::FailureClass::kSafety,
-                   "published_without_evidence: task 177 published CANCELED while h0/sim1 qpn=17 "
+                   "published_without_evidence: task 320 published CANCELED while h3/sim1 qpn=19 "
                    "state=RTS");
   EXPECT_EQ(RunRandom(2).message, "");
 }
@@ -355,12 +357,13 @@ TEST(CampaignRegression, CompletedAfterDeadlineSeeds) {
            // Seed 76 (first found: task 556, its last slice at 18067900 ns,
            // deadline 18059500 ns) no longer reaches the interleaving since
            // a key whose front slice PostKey would drop asks for a step now
-           // (session 36); it replays clean. 180 and 85 moved with it.
+           // (session 36); it replays clean. 180 and 85 moved with it, and
+           // again when a Cancel began to wake its owner (session 39).
            {76, nullptr},
            {180,
             "completed_after_deadline: task 11 published COMPLETED; its last slice resolved "
-            "at 20050200 ns, after its deadline 2042300 ns (C2)"},
-           {85, "completed_after_deadline: task 584"},
+            "at 20053700 ns, after its deadline 2042300 ns (C2)"},
+           {85, "completed_after_deadline: task 1785"},
            {183, "completed_after_deadline: task 37"},
            {224, "completed_after_deadline: task 16"},
        }) {
@@ -585,12 +588,17 @@ TEST(CampaignWindows, Seed2CatchesEachWindowMutation) {
     EXPECT_EQ(r.failure, simworld::FailureClass::kLiveness) << base::MutationName(m);
     // (post_before_win: 9300 FAILED until session 36; since a key whose
     // front slice PostKey would drop asks for a step now, 9300 TIMEOUT and
-    // 9301 FAILED.)
-    EXPECT_TRUE(Contains(r.message,
-                         "wave 2: not COMPLETED within 4 attempts with every fault off: "
-                         "h3->h0 tag 9300 "))
+    // 9301 FAILED. reuse_across_endpoints: the same as post_before_win
+    // until session 39; since a Cancel wakes the owner of its withdrawn
+    // slices, h1->h2 and h2->h1 fail first.)
+    const bool reuse = m == base::Mutation::kEngineMwReuseAcrossEndpoints;
+    EXPECT_TRUE(
+        Contains(r.message, reuse ? "wave 2: not COMPLETED within 4 attempts with every fault off: "
+                                    "h1->h2 tag 9120 FAILED"
+                                  : "wave 2: not COMPLETED within 4 attempts with every fault off: "
+                                    "h3->h0 tag 9300 "))
         << base::MutationName(m) << ": " << r.message;
-    EXPECT_TRUE(Contains(r.message, "h3->h0 tag 9301 FAILED"))
+    EXPECT_TRUE(Contains(r.message, reuse ? "h2->h1 tag 9211 FAILED" : "h3->h0 tag 9301 FAILED"))
         << base::MutationName(m) << ": " << r.message;
   }
 #endif

@@ -142,6 +142,32 @@ TEST(WakeProbesMutation, RetireTimerDrainsUnconnectedSeed914Notify) {
                                     "2026200 ns, WRs outstanding yes"));
 }
 
+// Seed 664135965 (liveness: lost wake-up; session 39's CI sweep of
+// b21c4f9, the bug older). h0's one-endpoint store held the endpoint of key
+// h6, waiting for the peer's windows with a slice queued, while key h7
+// waited for room (no idle endpoint to evict). The world canceled h6's
+// task: Cancel withdrew the queued slice on the user thread, but the entry
+// stays in the owner's queue until PostAll drops it, and nothing woke the
+// owner, asleep until the WINREQ resend 1 s later; the probe's step dropped
+// it, evicted the now idle h6 endpoint and opened h7's. Fix: a Cancel that
+// withdrew queued slices pushes an InboxRecheck to their owner.
+TEST(WakeProbes, Seed664135965CancelWakesTheOwner) {
+  const simworld::SwarmReport r = RunProbed(664135965);
+  EXPECT_EQ(r.failure, simworld::FailureClass::kNone) << r.message;
+  EXPECT_GT(r.probes.at("cancel"), 0u);
+}
+
+TEST(WakeProbesMutation, CancelNoWakeSeed664135965) {
+  if (!base::Mutations::kCompiledIn) GTEST_SKIP() << "needs a FERRY_MUTATIONS build";
+  const simworld::SwarmReport r = RunProbed(664135965, base::Mutation::kEngineCancelNoWake);
+  EXPECT_EQ(r.failure, simworld::FailureClass::kLiveness) << r.message;
+  EXPECT_THAT(r.message, StartsWith("lost wake-up: h0:1000 worker 0 asleep since 16060655 ns, "
+                                    "stepped by a probe wake at 16065455 ns, posted 0 WR(s) "
+                                    "and recorded [ep_evict ep_retire ep_create req_sent]; its "
+                                    "wait set: timer 17057155 ns"));
+  EXPECT_EQ(r.lost_wakeups, 1u);
+}
+
 // Without probe wakes the same switch goes unseen: no contract is broken,
 // the work only waits (what the probes add to the sweep).
 TEST(WakeProbesMutation, WaitIgnoresDroppableUnseenWithoutProbes) {
