@@ -903,6 +903,28 @@ absl::StatusOr<BatchStatus> EngineImpl::GetBatchStatus(BatchId batch) const {
   return bs;
 }
 
+std::optional<uint32_t> EngineImpl::CancelRoute(engine::TaskRoute& t) {
+  if (!t.task->TryLatch(TaskStatus::kCanceled)) return std::nullopt;
+  std::optional<TaskStatus> published;
+  const uint32_t withdrawn = t.task->WithdrawQueued(&published);
+  // A task with nothing posted publishes here, on this thread: its
+  // waiters must not wait for the next worker step to learn it.
+  if (published.has_value()) engine::RuntimeNotifyProgress(this);
+  // The withdrawn slices are still in their owner's queue until its
+  // PostAll drops them, and an owner asleep may be waiting on that very
+  // queue (a full endpoint store whose only evictable endpoint is this
+  // key's: ferry-sim seed 664135965). Its wait set now says work.
+  const bool no_wake = mutations_ != nullptr && mutations_->on(base::Mutation::kEngineCancelNoWake);
+  if (withdrawn == 0 || !t.key_hash.has_value() || no_wake) return std::nullopt;
+  return OwnerOfRoute(t);
+}
+
+void EngineImpl::Recheck(uint32_t owner) {
+  // An inbox item wakes it (any runtime steps an owner with inbox items).
+  workers_[owner]->Push(engine::InboxRecheck{});
+  Wake(owner);
+}
+
 absl::Status EngineImpl::Cancel(TaskId task) {
   std::shared_ptr<TaskRoute> t;
   {
@@ -912,37 +934,24 @@ absl::Status EngineImpl::Cancel(TaskId task) {
       return absl::NotFoundError("unknown task");
     t = it->second.tasks[task.index];
   }
-  if (t->task->TryLatch(TaskStatus::kCanceled)) {
-    std::optional<TaskStatus> published;
-    const uint32_t withdrawn = t->task->WithdrawQueued(&published);
-    // A task with nothing posted publishes here, on this thread: its
-    // waiters must not wait for the next worker step to learn it.
-    if (published.has_value()) engine::RuntimeNotifyProgress(this);
-    // The withdrawn slices are still in their owner's queue until its
-    // PostAll drops them, and an owner asleep may be waiting on that very
-    // queue (a full endpoint store whose only evictable endpoint is this
-    // key's: ferry-sim seed 664135965). Its wait set now says work: an
-    // inbox item wakes it (any runtime steps an owner with inbox items).
-    const bool no_wake =
-        mutations_ != nullptr && mutations_->on(base::Mutation::kEngineCancelNoWake);
-    if (withdrawn > 0 && t->key_hash.has_value() && !no_wake) {
-      const uint32_t owner = OwnerOfRoute(*t);
-      workers_[owner]->Push(engine::InboxRecheck{});
-      Wake(owner);
-    }
-  }
+  if (const std::optional<uint32_t> owner = CancelRoute(*t)) Recheck(*owner);
   return absl::OkStatus();
 }
 
 absl::Status EngineImpl::CancelBatch(BatchId batch) {
-  uint32_t n = 0;
+  std::vector<std::shared_ptr<TaskRoute>> tasks;
   {
     base::MutexLock l(&mu_);
     auto it = batches_.find(batch.id);
     if (it == batches_.end()) return absl::NotFoundError("unknown batch");
-    n = static_cast<uint32_t>(it->second.tasks.size());
+    tasks = it->second.tasks;
   }
-  for (uint32_t i = 0; i < n; ++i) FERRY_RETURN_IF_ERROR(Cancel(TaskId{batch, i}));
+  // Each owner is told once for the whole batch (in owner order).
+  std::vector<bool> recheck(workers_.size(), false);
+  for (const auto& t : tasks)
+    if (const std::optional<uint32_t> owner = CancelRoute(*t)) recheck[*owner] = true;
+  for (uint32_t w = 0; w < recheck.size(); ++w)
+    if (recheck[w]) Recheck(w);
   return absl::OkStatus();
 }
 

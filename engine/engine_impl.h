@@ -183,6 +183,12 @@ class EngineImpl {
   }
 
  private:
+  // Latches CANCELED on `t` and withdraws its queued slices; the owner to
+  // tell (Recheck) when some were withdrawn: they stay in its queue until
+  // its PostAll drops them.
+  std::optional<uint32_t> CancelRoute(engine::TaskRoute& t);
+  // Pushes an InboxRecheck to `owner` and wakes it.
+  void Recheck(uint32_t owner);
   struct Region {
     uint64_t id = 0;
     uint64_t addr = 0;

@@ -128,11 +128,8 @@ class Task {
     FERRY_CHECK_LT(i, slice_count_);
     return slices_[i];
   }
-  uint64_t SliceOffsetBytes(uint32_t i) const {
-    FERRY_CHECK_LT(i, slice_count_);
-    return uint64_t{i} * geometry_.slice_size_bytes;
-  }
-  // Both of slice i's figures with one bounds check (every post).
+  // Slice i's offset in the task's range and its length (the last slice
+  // may be shorter), with one bounds check: FillWr takes both per post.
   struct SliceBytes {
     uint64_t offset = 0;
     uint32_t length = 0;
@@ -145,11 +142,8 @@ class Task {
         off, static_cast<uint32_t>(rest < geometry_.slice_size_bytes ? rest
                                                                      : geometry_.slice_size_bytes)};
   }
-  uint32_t SliceLengthBytes(uint32_t i) const {
-    const uint64_t rest = geometry_.length_bytes - SliceOffsetBytes(i);
-    return static_cast<uint32_t>(rest < geometry_.slice_size_bytes ? rest
-                                                                   : geometry_.slice_size_bytes);
-  }
+  uint64_t SliceOffsetBytes(uint32_t i) const { return SliceSpanBytes(i).offset; }
+  uint32_t SliceLengthBytes(uint32_t i) const { return SliceSpanBytes(i).length; }
   const TaskGeometry& geometry() const { return geometry_; }
   // Set once, before the task is shared with any other thread.
   void set_publish_hook(std::shared_ptr<PublishHook> hook) { hook_ = std::move(hook); }

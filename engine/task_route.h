@@ -71,8 +71,8 @@ struct TaskRoute {
   uint64_t lkey_epoch = 0;  // context epoch `lkey` belongs to
   // ---- owner only: the owner's plain pointers to this route, each
   // counted: entries in its pending queues (engine/pending_queue.h keeps
-  // the count) and slots of WRs on its QPs (Worker::TakeSlotRef and
-  // DropSlotRef). The owner's task list holds the one shared_ptr; it drops
+  // the count) and slots of WRs on its QPs (Worker::SetSlotRoute and
+  // ClearSlotRoute). The owner's task list holds the one shared_ptr; it drops
   // the route only once the task is terminal and this is 0, so no pointer
   // the owner keeps ever dangles.
   uint32_t owner_refs = 0;

@@ -208,7 +208,7 @@ class Worker {
   using Key = std::pair<uint32_t, std::string>;  // (context, peer path)
   using Store = EndpointStore<std::unique_ptr<Endpoint>>;
   struct Slot {
-    // Counted in the route's owner_refs while set (TakeSlotRef/DropSlotRef);
+    // Counted in the route's owner_refs while set (SetSlotRoute/ClearSlotRoute);
     // null for a window bind.
     TaskRoute* route = nullptr;
     uint32_t slice = 0;

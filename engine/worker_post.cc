@@ -190,12 +190,11 @@ uint32_t Worker::TakeChain(Endpoint* ep, int64_t quota_free, uint32_t budget, Pe
       }
     }
     if (qi == nqp) break;  // every QP is full
-    // Its rkeys are another process's than the one this endpoint reaches
-    // (C6): the chain stops before it; PostAll retires the endpoint once
-    // it is idle.
-    // A windowed range without its windows on this endpoint yet: the
-    // chain stops before it (PostKey asks for them). Both answers depend
-    // on the endpoint and the route only: asked once per run of one route.
+    // The chain stops before a slice whose rkeys are another process's
+    // than the one this endpoint reaches (C6; PostAll retires the endpoint
+    // once it is idle), or of a windowed range without its windows on this
+    // endpoint yet (PostKey asks for them). Both answers depend on the
+    // endpoint and the route only: asked once per run of one route.
     const Pending p = dq.front();
     if (p.route != checked) {
       if (BoundElsewhere(*ep, *p.route)) break;
